@@ -1,0 +1,201 @@
+/*-------------------------------------------------------------------------
+ *
+ * pgsandbox.h
+ *	  Declarations shared by the parts of pgsandbox: settings, the request
+ *	  queue in shared memory, the lifecycle worker and the clone workers.
+ *
+ * A caller's SQL function never does lifecycle work itself.  It puts a
+ * request into a slot of the queue, wakes the lifecycle worker and waits on
+ * its own latch until the slot says DONE.  The lifecycle worker owns the
+ * catalog rows; for a clone it creates the role and the database and hands
+ * the dump and restore to a dynamic clone worker, whose job lives in a
+ * clone-job entry.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PGSANDBOX_H
+#define PGSANDBOX_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+/* Limits of what travels through shared memory. */
+#define SBX_LABELS_MAX			4096	/* text form of the labels object */
+#define SBX_CONNINFO_MAX		2048	/* a source's connection string */
+#define SBX_PASSWORD_LEN		32		/* characters of a sandbox password */
+#define SBX_MESSAGE_MAX			256
+#define SBX_DETAIL_MAX			1024
+#define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
+#define SBX_NAME_PREFIX			"sbx_"
+#define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
+#define SBX_WORKER_ACTOR		"pgsandbox worker"
+
+/* settings (pgsandbox.c) */
+extern char *sbx_database;
+extern int	sbx_gc_interval;
+extern int	sbx_default_ttl;
+extern int	sbx_max_ttl;
+extern int	sbx_max_concurrent_clones;
+extern char *sbx_host;
+extern int	sbx_port;
+extern char *sbx_bin_dir;
+
+extern const char *sbx_effective_host(void);
+extern const char *sbx_local_socket_host(void);
+extern int	sbx_effective_port(void);
+extern const char *sbx_effective_bin_dir(void);
+
+/* request queue (queue.c) */
+typedef enum SbxRequestKind
+{
+	SBX_REQ_CLONE,
+	SBX_REQ_DROP,
+	SBX_REQ_EXTEND
+} SbxRequestKind;
+
+typedef enum SbxSlotState
+{
+	SBX_SLOT_FREE = 0,
+	SBX_SLOT_PENDING,			/* filled by a caller, not yet taken */
+	SBX_SLOT_RUNNING,			/* taken by the lifecycle worker */
+	SBX_SLOT_DONE				/* outcome written, caller may read it */
+} SbxSlotState;
+
+typedef struct SbxRequest
+{
+	SbxSlotState state;
+	bool		abandoned;		/* the caller stopped waiting */
+	SbxRequestKind kind;
+	uint64		serial;			/* distinguishes reuses of the slot */
+	Latch	   *caller_latch;
+	char		actor[NAMEDATALEN];
+
+	/* arguments */
+	char		name[NAMEDATALEN];	/* DROP, EXTEND */
+	char		source[NAMEDATALEN];	/* CLONE */
+	bool		schema_only;	/* CLONE */
+	bool		only_if_expired;	/* DROP on behalf of gc() */
+	int64		ttl_secs;		/* CLONE, EXTEND */
+	char		labels[SBX_LABELS_MAX]; /* CLONE */
+
+	/* outcome */
+	int			sqlerrcode;		/* 0 on success */
+	char		message[SBX_MESSAGE_MAX];
+	char		detail[SBX_DETAIL_MAX];
+	bool		dropped;		/* DROP: something was dropped */
+	char		result_name[NAMEDATALEN];	/* CLONE */
+	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
+	TimestampTz expires_at;		/* CLONE, EXTEND */
+	int			clone_job;		/* CLONE while running: job index or -1 */
+	int64		sandbox_id;		/* CLONE while running */
+} SbxRequest;
+
+/* What a clone worker needs, and what it reports back. */
+typedef struct SbxCloneJob
+{
+	bool		in_use;
+	int			request;		/* index of the request slot */
+	int64		sandbox_id;
+	Oid			dboid;
+	char		name[NAMEDATALEN];	/* database and role */
+	char		password[SBX_PASSWORD_LEN + 1];
+	char		source[NAMEDATALEN];
+	char		conninfo[SBX_CONNINFO_MAX];
+	bool		schema_only;
+
+	/* written by the clone worker before it exits */
+	bool		finished;
+	bool		ok;
+	int			sqlerrcode;
+	char		message[SBX_MESSAGE_MAX];
+	char		detail[SBX_DETAIL_MAX];
+} SbxCloneJob;
+
+typedef struct SbxShared
+{
+	LWLock	   *lock;			/* protects everything below */
+	pid_t		worker_pid;		/* lifecycle worker, 0 if not running */
+	Latch	   *worker_latch;
+	uint64		next_serial;
+	int			nrequests;
+	SbxCloneJob jobs[SBX_MAX_CLONE_JOBS];
+	SbxRequest	requests[FLEXIBLE_ARRAY_MEMBER];
+} SbxShared;
+
+extern SbxShared *sbx_shared;
+
+extern void sbx_queue_request_shmem(void);
+extern void sbx_queue_startup_shmem(void);
+extern SbxShared *sbx_queue_attach(void);
+extern int	sbx_queue_submit(const SbxRequest *req);
+extern void sbx_queue_wait(int slot, SbxRequest *result);
+extern void sbx_queue_wake_worker(void);
+
+/* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
+extern void sbx_register_lifecycle_worker(void);
+extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
+extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
+
+/* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
+extern void sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job,
+							int64 *sandbox_id);
+extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *actor,
+								   double seconds);
+extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
+						   const char *action, const char *actor);
+extern bool sbx_drop(const char *name, bool only_if_expired,
+					 const char *action, const char *actor);
+extern TimestampTz sbx_extend(const char *name, int64 ttl_secs,
+							  const char *actor);
+extern List *sbx_expired_sandboxes(void);
+extern void sbx_reconcile(void);
+
+/* source connection strings (conninfo.c) */
+typedef struct SbxConninfoParts
+{
+	char	   *host;
+	char	   *port;
+	char	   *dbname;
+	char	   *user;
+} SbxConninfoParts;
+
+extern void sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts);
+extern void sbx_conninfo_to_params(const char *conninfo,
+								   const char ***keywords,
+								   const char ***values);
+extern char **sbx_conninfo_to_env(const char *conninfo, char **env);
+extern char *sbx_conninfo_password(const char *conninfo);
+extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
+									  const char *value);
+
+/* child processes (child.c) */
+typedef struct SbxChild
+{
+	const char *label;			/* "pg_dump", "pg_restore" */
+	pid_t		pid;
+	int			stderr_fd;		/* read end, -1 once at EOF */
+	StringInfoData err;			/* first bytes of its stderr */
+	bool		exited;
+	int			status;			/* wait status once exited */
+} SbxChild;
+
+extern char **sbx_child_environment(const char *conninfo,
+									const char *user, const char *password,
+									const char *dbname);
+extern void sbx_child_start(SbxChild *child, const char *label,
+							char *const argv[], char *const envp[],
+							int stdin_fd, int stdout_fd);
+extern void sbx_children_wait(SbxChild *children, int nchildren);
+extern void sbx_children_kill(SbxChild *children, int nchildren);
+extern bool sbx_child_succeeded(const SbxChild *child);
+extern char *sbx_child_describe_failure(const SbxChild *child,
+										const char *const *secrets);
+
+/* redaction (conninfo.c) */
+extern char *sbx_redact(const char *text, const char *const *secrets);
+
+#endif							/* PGSANDBOX_H */

@@ -1,0 +1,403 @@
+/*-------------------------------------------------------------------------
+ *
+ * child.c
+ *	  Starting pg_dump and pg_restore as child processes of a clone worker,
+ *	  capturing their stderr, waiting for them and killing them.
+ *
+ * Children are started with fork and execve, never through a shell.  In the
+ * child, signal dispositions and the signal mask are reset, every inherited
+ * descriptor beyond stdin, stdout and stderr is closed, and on Linux the
+ * child asks to be killed if the clone worker dies.  Between fork and exec
+ * the child calls no backend code; if exec fails it writes a short message
+ * to its stderr pipe and leaves with _exit(127).
+ *
+ * Secrets reach children only through their environment: argv, which
+ * anyone on the machine can read through ps, never carries them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/pmsignal.h"
+
+extern char **environ;
+
+/* how much of a child's stderr is kept */
+#define SBX_STDERR_KEEP		8192
+
+/* how long a killed child gets to leave before SIGKILL, in milliseconds */
+#define SBX_KILL_GRACE_MS	2000
+
+/*
+ * Set NAME=VALUE in a NULL-terminated environment array, replacing an
+ * earlier entry for the same name.  The array must have room for one more.
+ */
+static void
+sbx_env_set(char **env, const char *name, const char *value)
+{
+	size_t		nlen = strlen(name);
+	int			i;
+
+	for (i = 0; env[i] != NULL; i++)
+	{
+		if (strncmp(env[i], name, nlen) == 0 && env[i][nlen] == '=')
+		{
+			env[i] = psprintf("%s=%s", name, value);
+			return;
+		}
+	}
+	env[i] = psprintf("%s=%s", name, value);
+	env[i + 1] = NULL;
+}
+
+/*
+ * The environment for a child: the server's own, less every PG* variable,
+ * plus this server's socket and port as libpq defaults, then the source's
+ * connection keywords (for pg_dump) or the sandbox role's login (for
+ * pg_restore).  Allocated in the current memory context.
+ */
+char	  **
+sbx_child_environment(const char *conninfo, const char *user,
+					  const char *password, const char *dbname)
+{
+	int			n = 0;
+	int			max;
+	char	  **env;
+	char		portstr[16];
+
+	while (environ[n] != NULL)
+		n++;
+	max = n + 64;				/* room for every libpq keyword */
+	env = palloc0(sizeof(char *) * max);
+	n = 0;
+	for (char **e = environ; *e != NULL; e++)
+	{
+		if (strncmp(*e, "PG", 2) == 0)
+			continue;
+		env[n++] = *e;
+	}
+	env[n] = NULL;
+
+	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
+	sbx_env_set(env, "PGHOST", sbx_local_socket_host());
+	sbx_env_set(env, "PGPORT", portstr);
+	if (conninfo)
+	{
+		char	  **src = palloc0(sizeof(char *) * 64);
+
+		sbx_conninfo_to_env(conninfo, src);
+		for (char **s = src; *s != NULL; s++)
+		{
+			char	   *eq = strchr(*s, '=');
+
+			*eq = '\0';
+			sbx_env_set(env, *s, eq + 1);
+		}
+	}
+	if (user)
+	{
+		snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
+		sbx_env_set(env, "PGHOST", sbx_effective_host());
+		sbx_env_set(env, "PGPORT", portstr);
+		sbx_env_set(env, "PGUSER", user);
+		sbx_env_set(env, "PGDATABASE", dbname);
+		sbx_env_set(env, "PGPASSWORD", password);
+		/* the password above is the only one to use */
+		sbx_env_set(env, "PGPASSFILE", "/dev/null");
+	}
+	return env;
+}
+
+/*
+ * In the child, between fork and exec: only async-signal-safe calls.
+ */
+static void
+sbx_child_exec(char *const argv[], char *const envp[],
+			   int stdin_fd, int stdout_fd, int stderr_fd, pid_t parent)
+{
+	sigset_t	none;
+	int			devnull;
+
+	for (int sig = 1; sig < NSIG; sig++)
+	{
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+#ifdef __linux__
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+#endif
+
+	devnull = open("/dev/null", O_RDWR);
+	if (dup2(stdin_fd >= 0 ? stdin_fd : devnull, 0) < 0 ||
+		dup2(stdout_fd >= 0 ? stdout_fd : devnull, 1) < 0 ||
+		dup2(stderr_fd, 2) < 0)
+		_exit(127);
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+
+	execve(argv[0], argv, envp);
+	{
+		static const char msg[] = "could not execute program\n";
+
+		if (write(2, msg, sizeof(msg) - 1) < 0)
+			_exit(127);
+	}
+	_exit(127);
+}
+
+/*
+ * Start a child with the given argv (argv[0] a full path) and environment.
+ * stdin_fd and stdout_fd are given to the child as its stdin and stdout
+ * (-1: /dev/null); the caller closes its copies.  Its stderr is captured.
+ */
+void
+sbx_child_start(SbxChild *child, const char *label, char *const argv[],
+				char *const envp[], int stdin_fd, int stdout_fd)
+{
+	int			errpipe[2];
+	pid_t		parent = getpid();
+	pid_t		pid;
+
+	memset(child, 0, sizeof(*child));
+	child->label = label;
+	child->stderr_fd = -1;
+	initStringInfo(&child->err);
+
+	if (pipe2(errpipe, O_CLOEXEC) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create pipe for %s: %m", label)));
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+	{
+		int			save_errno = errno;
+
+		close(errpipe[0]);
+		close(errpipe[1]);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start %s: %m", label)));
+	}
+	if (pid == 0)
+		sbx_child_exec(argv, envp, stdin_fd, stdout_fd, errpipe[1], parent);
+
+	close(errpipe[1]);
+	if (fcntl(errpipe[0], F_SETFL, O_NONBLOCK) < 0)
+		elog(WARNING, "could not make pipe of %s non-blocking: %m", label);
+	child->pid = pid;
+	child->stderr_fd = errpipe[0];
+}
+
+/* Read what a child has written to stderr; close the pipe at EOF. */
+static void
+sbx_child_drain(SbxChild *child)
+{
+	char		buf[4096];
+
+	for (;;)
+	{
+		ssize_t		n = read(child->stderr_fd, buf, sizeof(buf));
+
+		if (n > 0)
+		{
+			int			room = SBX_STDERR_KEEP - child->err.len;
+
+			if (room > 0)
+				appendBinaryStringInfo(&child->err, buf, Min(room, n));
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		close(child->stderr_fd);
+		child->stderr_fd = -1;
+		return;
+	}
+}
+
+static void
+sbx_child_reap(SbxChild *child, int options)
+{
+	int			status;
+	pid_t		rc;
+
+	if (child->exited || child->pid <= 0)
+		return;
+	rc = waitpid(child->pid, &status, options);
+	if (rc == child->pid)
+	{
+		child->exited = true;
+		child->status = status;
+	}
+	else if (rc < 0 && errno == ECHILD)
+	{
+		child->exited = true;
+		child->status = -1;
+	}
+}
+
+/*
+ * Wait until every child has exited and closed its stderr, collecting the
+ * stderr.  Interrupts are served every 100ms, so a terminated clone worker
+ * leaves promptly (its exit callback kills the children).
+ */
+void
+sbx_children_wait(SbxChild *children, int nchildren)
+{
+	struct pollfd fds[8];
+
+	Assert(nchildren <= lengthof(fds));
+	for (;;)
+	{
+		int			nfds = 0;
+		bool		all_exited = true;
+
+		for (int i = 0; i < nchildren; i++)
+		{
+			if (children[i].stderr_fd >= 0)
+			{
+				fds[nfds].fd = children[i].stderr_fd;
+				fds[nfds].events = POLLIN;
+				fds[nfds].revents = 0;
+				nfds++;
+			}
+			sbx_child_reap(&children[i], WNOHANG);
+			if (!children[i].exited)
+				all_exited = false;
+		}
+		if (nfds == 0 && all_exited)
+			return;
+
+		if (poll(fds, nfds, 100) < 0 && errno != EINTR)
+			ereport(ERROR,
+					(errcode_for_socket_access(),
+					 errmsg("could not wait for child processes: %m")));
+		for (int i = 0; i < nchildren; i++)
+		{
+			if (children[i].stderr_fd >= 0)
+				sbx_child_drain(&children[i]);
+		}
+
+		CHECK_FOR_INTERRUPTS();
+		if (!PostmasterIsAlive())
+		{
+			sbx_children_kill(children, nchildren);
+			proc_exit(1);
+		}
+	}
+}
+
+/*
+ * Terminate every child still running: SIGTERM, then SIGKILL after a grace
+ * period.  Safe to call from an exit callback.
+ */
+void
+sbx_children_kill(SbxChild *children, int nchildren)
+{
+	bool		any = false;
+
+	for (int i = 0; i < nchildren; i++)
+	{
+		sbx_child_reap(&children[i], WNOHANG);
+		if (children[i].pid > 0 && !children[i].exited)
+		{
+			kill(children[i].pid, SIGTERM);
+			any = true;
+		}
+	}
+	for (int waited = 0; any && waited < SBX_KILL_GRACE_MS; waited += 10)
+	{
+		any = false;
+		for (int i = 0; i < nchildren; i++)
+		{
+			sbx_child_reap(&children[i], WNOHANG);
+			if (children[i].pid > 0 && !children[i].exited)
+				any = true;
+		}
+		if (any)
+			pg_usleep(10000L);
+	}
+	for (int i = 0; i < nchildren; i++)
+	{
+		if (children[i].pid > 0 && !children[i].exited)
+		{
+			kill(children[i].pid, SIGKILL);
+			sbx_child_reap(&children[i], 0);
+		}
+		if (children[i].stderr_fd >= 0)
+		{
+			close(children[i].stderr_fd);
+			children[i].stderr_fd = -1;
+		}
+	}
+}
+
+bool
+sbx_child_succeeded(const SbxChild *child)
+{
+	return child->exited && child->status >= 0 &&
+		WIFEXITED(child->status) && WEXITSTATUS(child->status) == 0;
+}
+
+/*
+ * One sentence on how a child ended, followed by the first lines of its
+ * stderr with every secret replaced.
+ */
+char *
+sbx_child_describe_failure(const SbxChild *child, const char *const *secrets)
+{
+	StringInfoData buf;
+	const char *p;
+	int			lines = 0;
+
+	initStringInfo(&buf);
+	if (!child->exited || child->status < 0)
+		appendStringInfo(&buf, "%s did not finish.", child->label);
+	else if (WIFEXITED(child->status))
+		appendStringInfo(&buf, "%s exited with code %d.", child->label,
+						 WEXITSTATUS(child->status));
+	else if (WIFSIGNALED(child->status))
+		appendStringInfo(&buf, "%s was terminated by signal %d: %s.",
+						 child->label, WTERMSIG(child->status),
+						 pg_strsignal(WTERMSIG(child->status)));
+
+	/* the first few lines of stderr, without blank ones or secrets */
+	p = sbx_redact(child->err.data, secrets);
+	while (p && *p && lines < 6 && buf.len < SBX_DETAIL_MAX - 200)
+	{
+		size_t		len = strcspn(p, "\n");
+
+		if (len > 0)
+		{
+			appendStringInfoChar(&buf, '\n');
+			appendBinaryStringInfo(&buf, p, Min(len, 300));
+			lines++;
+		}
+		p += len;
+		if (*p == '\n')
+			p++;
+	}
+	return buf.data;
+}

@@ -1,0 +1,532 @@
+/*-------------------------------------------------------------------------
+ *
+ * clone_worker.c
+ *	  A dynamic background worker that fills one new sandbox: it reads the
+ *	  source's extensions, creates them in the sandbox as superuser, then
+ *	  runs pg_dump of the source into pg_restore connected as the sandbox's
+ *	  own role.
+ *
+ * The worker is connected to the sandbox database as the bootstrap
+ * superuser, which it needs only for CREATE EXTENSION (an untrusted
+ * extension such as postgres_fdw cannot be created by the sandbox role).
+ * Everything the archive holds is restored by pg_restore logged in as the
+ * sandbox role, so every restored object belongs to it.
+ *
+ * Without extensions to take care of, pg_dump streams into pg_restore
+ * through a pipe.  With them, the archive goes to a private directory so
+ * that its table of contents can be filtered: the archive's CREATE
+ * EXTENSION and COMMENT ON EXTENSION entries (the role does not own the
+ * extensions) and the schemas made for them are left out.  The directory
+ * is removed whatever happens.
+ *
+ * The worker reports its outcome in its clone job and exits; the lifecycle
+ * worker does the rest.  On SIGTERM it kills its children on the way out.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "common/file_utils.h"
+#include "common/string.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#define SBX_TMP_DIR "pgsandbox_tmp"
+
+typedef struct SbxExtension
+{
+	char	   *name;
+	char	   *schema;
+	bool		made_schema;	/* we created the schema for it */
+} SbxExtension;
+
+/* what the exit callback must undo */
+static SbxChild sbx_children[2];
+static int	sbx_nchildren = 0;
+static char sbx_archive_dir[MAXPGPATH] = "";
+
+/* the job being served, and the secrets to keep out of messages */
+static SbxCloneJob sbx_job;
+static const char *sbx_secrets[3];
+
+static void
+sbx_clone_worker_exit(int code, Datum arg)
+{
+	sbx_children_kill(sbx_children, sbx_nchildren);
+	sbx_nchildren = 0;
+	if (sbx_archive_dir[0] != '\0')
+	{
+		(void) rmtree(sbx_archive_dir, true);
+		sbx_archive_dir[0] = '\0';
+	}
+	explicit_bzero(&sbx_job, sizeof(sbx_job));
+}
+
+/*
+ * The source's own extensions (not those built into the server), in the
+ * order they were created, so that dependencies come first.
+ */
+static List *
+sbx_source_extensions(void)
+{
+	const char **keywords;
+	const char **values;
+	PGconn	   *conn;
+	PGresult   *res;
+	List	   *result = NIL;
+
+	sbx_conninfo_to_params(sbx_job.conninfo, &keywords, &values);
+	conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
+	for (int i = 0; keywords[i] != NULL; i++)
+	{
+		if (strcmp(keywords[i], "password") == 0)
+			explicit_bzero((char *) values[i], strlen(values[i]));
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *msg = sbx_redact(PQerrorMessage(conn), sbx_secrets);
+
+		libpqsrv_disconnect(conn);
+		(void) pg_strip_crlf(msg);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not connect to source \"%s\"", sbx_job.source),
+				 errdetail_internal("%s", msg)));
+	}
+
+	res = libpqsrv_exec(conn,
+						"SELECT e.extname, n.nspname"
+						"  FROM pg_catalog.pg_extension e"
+						"  JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
+						" WHERE e.oid >= 16384"
+						" ORDER BY e.oid",
+						PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		char	   *msg = sbx_redact(PQerrorMessage(conn), sbx_secrets);
+
+		PQclear(res);
+		libpqsrv_disconnect(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not list the extensions of source \"%s\"", sbx_job.source),
+				 errdetail_internal("%s", msg)));
+	}
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		SbxExtension *ext = palloc0(sizeof(SbxExtension));
+
+		ext->name = pstrdup(PQgetvalue(res, i, 0));
+		ext->schema = pstrdup(PQgetvalue(res, i, 1));
+		result = lappend(result, ext);
+	}
+	PQclear(res);
+	libpqsrv_disconnect(conn);
+	return result;
+}
+
+/*
+ * Create the source's extensions in the sandbox, as superuser.  A schema
+ * an extension lives in, other than public and pg_catalog, is created
+ * first and given to the sandbox role.
+ */
+static void
+sbx_create_extensions(List *extensions)
+{
+	ListCell   *lc;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: creating extensions");
+
+	foreach(lc, extensions)
+	{
+		SbxExtension *ext = lfirst(lc);
+		char	   *sql;
+
+		if (strcmp(ext->schema, "public") != 0 &&
+			strcmp(ext->schema, "pg_catalog") != 0)
+		{
+			sql = psprintf("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s",
+						   quote_literal_cstr(ext->schema));
+			if (SPI_execute(sql, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up schema \"%s\"", ext->schema);
+			if (SPI_processed == 0)
+			{
+				sql = psprintf("CREATE SCHEMA %s AUTHORIZATION %s",
+							   quote_identifier(ext->schema),
+							   quote_identifier(sbx_job.name));
+				if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+					elog(ERROR, "could not create schema \"%s\"", ext->schema);
+				ext->made_schema = true;
+			}
+		}
+		sql = psprintf("CREATE EXTENSION IF NOT EXISTS %s WITH SCHEMA %s CASCADE",
+					   quote_identifier(ext->name), quote_identifier(ext->schema));
+		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not create extension \"%s\"", ext->name);
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* Full path of a client program, checked to be executable. */
+static char *
+sbx_program(const char *name)
+{
+	const char *dir = sbx_effective_bin_dir();
+	char	   *path = psprintf("%s/%s", dir, name);
+
+	if (access(path, X_OK) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("could not find %s in \"%s\"", name, dir),
+				 errhint("Set pgsandbox.bin_dir to the directory of PostgreSQL's client programs.")));
+	return path;
+}
+
+static char **
+sbx_argv(const char *const *args)
+{
+	int			n = 0;
+	char	  **argv;
+
+	while (args[n] != NULL)
+		n++;
+	argv = palloc0(sizeof(char *) * (n + 1));
+	for (int i = 0; i < n; i++)
+		argv[i] = pstrdup(args[i]);
+	return argv;
+}
+
+/* pg_dump's arguments: only options, never a connection parameter */
+static char **
+sbx_dump_argv(const char *archive)
+{
+	const char *args[16];
+	int			n = 0;
+
+	args[n++] = sbx_program("pg_dump");
+	args[n++] = "--format=custom";
+	args[n++] = "--no-owner";
+	args[n++] = "--no-privileges";
+	args[n++] = "--no-publications";
+	args[n++] = "--no-subscriptions";
+	args[n++] = "--no-security-labels";
+	args[n++] = "--no-tablespaces";
+	if (sbx_job.schema_only)
+		args[n++] = "--schema-only";
+	if (archive)
+		args[n++] = psprintf("--file=%s", archive);
+	args[n] = NULL;
+	return sbx_argv(args);
+}
+
+/* pg_restore's arguments; the login is in its environment */
+static char **
+sbx_restore_argv(const char *list, const char *archive)
+{
+	const char *args[16];
+	int			n = 0;
+
+	args[n++] = sbx_program("pg_restore");
+	args[n++] = "--no-owner";
+	args[n++] = "--no-privileges";
+	args[n++] = "--exit-on-error";
+	args[n++] = "--single-transaction";
+	args[n++] = "--no-publications";
+	args[n++] = "--no-subscriptions";
+	args[n++] = "--no-security-labels";
+	args[n++] = "--no-tablespaces";
+	args[n++] = psprintf("--dbname=%s", sbx_job.name);
+	if (list)
+		args[n++] = psprintf("--use-list=%s", list);
+	if (archive)
+		args[n++] = archive;
+	args[n] = NULL;
+	return sbx_argv(args);
+}
+
+static void
+sbx_check_child(const SbxChild *child, const char *what)
+{
+	if (!sbx_child_succeeded(child))
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("%s", what),
+				 errdetail_internal("%s", sbx_child_describe_failure(child, sbx_secrets))));
+}
+
+/* Run one child to its end and check that it succeeded. */
+static void
+sbx_run_child(const char *label, char **argv, char **envp, int stdout_fd,
+			  const char *what)
+{
+	sbx_child_start(&sbx_children[0], label, argv, envp, -1, stdout_fd);
+	sbx_nchildren = 1;
+	if (stdout_fd >= 0)
+		close(stdout_fd);
+	sbx_children_wait(sbx_children, 1);
+	sbx_check_child(&sbx_children[0], what);
+	sbx_nchildren = 0;
+}
+
+/* pg_dump | pg_restore through a pipe */
+static void
+sbx_stream(char **dump_env, char **restore_env)
+{
+	int			pipefd[2];
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create pipe: %m")));
+
+	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL), dump_env,
+					-1, pipefd[1]);
+	sbx_nchildren = 1;
+	close(pipefd[1]);
+	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL),
+					restore_env, pipefd[0], -1);
+	sbx_nchildren = 2;
+	close(pipefd[0]);
+
+	sbx_children_wait(sbx_children, 2);
+	sbx_check_child(&sbx_children[0],
+					psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
+	sbx_check_child(&sbx_children[1],
+					psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+	sbx_nchildren = 0;
+}
+
+/*
+ * Does a line of pg_restore --list name an entry that we take care of
+ * ourselves?  Lines look like "12; 3079 16385 EXTENSION - hstore ".
+ */
+static bool
+sbx_toc_line_skipped(const char *line, List *extensions)
+{
+	const char *p = line;
+	ListCell   *lc;
+
+	/* skip "dumpId; tableoid oid " */
+	if (*p == ';' || *p == '\0')
+		return false;
+	for (int field = 0; field < 3; field++)
+	{
+		p = strchr(p, ' ');
+		if (p == NULL)
+			return false;
+		p++;
+	}
+
+	foreach(lc, extensions)
+	{
+		SbxExtension *ext = lfirst(lc);
+		char	   *patterns[3];
+
+		patterns[0] = psprintf("EXTENSION - %s ", ext->name);
+		patterns[1] = psprintf("COMMENT - EXTENSION %s ", ext->name);
+		patterns[2] = ext->made_schema ? psprintf("SCHEMA - %s ", ext->schema) : NULL;
+		for (int i = 0; i < 3; i++)
+		{
+			if (patterns[i] && strncmp(p, patterns[i], strlen(patterns[i])) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Copy a pg_restore list, leaving out the entries we take care of. */
+static void
+sbx_filter_toc(const char *from, const char *to, List *extensions)
+{
+	FILE	   *in;
+	FILE	   *out;
+	char		line[4096];
+
+	in = AllocateFile(from, "r");
+	if (in == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", from)));
+	out = AllocateFile(to, "w");
+	if (out == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", to)));
+	while (fgets(line, sizeof(line), in) != NULL)
+	{
+		if (sbx_toc_line_skipped(line, extensions))
+			continue;
+		fputs(line, out);
+	}
+	if (ferror(in) || FreeFile(in) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", from)));
+	if (FreeFile(out) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", to)));
+}
+
+/* pg_dump to a private archive, filter its contents, pg_restore it */
+static void
+sbx_through_archive(char **dump_env, char **restore_env, List *extensions)
+{
+	char		parent[MAXPGPATH];
+	char	   *archive;
+	char	   *toc;
+	char	   *list;
+	int			fd;
+
+	snprintf(parent, sizeof(parent), "%s/%s", DataDir, SBX_TMP_DIR);
+	if (mkdir(parent, S_IRWXU) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", parent)));
+	snprintf(sbx_archive_dir, sizeof(sbx_archive_dir), "%s/%s", parent, sbx_job.name);
+	if (mkdir(sbx_archive_dir, S_IRWXU) < 0)
+	{
+		int			save_errno = errno;
+
+		sbx_archive_dir[0] = '\0';
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s/%s\": %m", parent, sbx_job.name)));
+	}
+	archive = psprintf("%s/archive.dump", sbx_archive_dir);
+	toc = psprintf("%s/archive.toc", sbx_archive_dir);
+	list = psprintf("%s/restore.toc", sbx_archive_dir);
+
+	sbx_run_child("pg_dump", sbx_dump_argv(archive), dump_env, -1,
+				  psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
+
+	fd = open(toc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", toc)));
+	{
+		const char *args[] = {sbx_program("pg_restore"), "--list", archive, NULL};
+
+		sbx_run_child("pg_restore", sbx_argv(args), restore_env, fd,
+					  "could not list the contents of the source's archive");
+	}
+	sbx_filter_toc(toc, list, extensions);
+
+	sbx_run_child("pg_restore", sbx_restore_argv(list, archive), restore_env, -1,
+				  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+
+	(void) rmtree(sbx_archive_dir, true);
+	sbx_archive_dir[0] = '\0';
+}
+
+static void
+sbx_fill_sandbox(void)
+{
+	List	   *extensions;
+	char	  **dump_env;
+	char	  **restore_env;
+
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's extensions");
+	extensions = sbx_source_extensions();
+	if (extensions != NIL)
+		sbx_create_extensions(extensions);
+
+	dump_env = sbx_child_environment(sbx_job.conninfo, NULL, NULL, NULL);
+	restore_env = sbx_child_environment(NULL, sbx_job.name, sbx_job.password,
+										sbx_job.name);
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
+	if (extensions == NIL)
+		sbx_stream(dump_env, restore_env);
+	else
+		sbx_through_archive(dump_env, restore_env, extensions);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
+{
+	int			j = DatumGetInt32(MyBgworkerEntry->bgw_main_arg);
+	SbxCloneJob *job = &sbx_shared->jobs[j];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (job->in_use && job->sandbox_id == sbx_job.sandbox_id)
+	{
+		job->finished = true;
+		job->ok = ok;
+		job->sqlerrcode = sqlerrcode;
+		strlcpy(job->message, message ? message : "", sizeof(job->message));
+		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));
+	}
+	LWLockRelease(sbx_shared->lock);
+}
+
+void
+sbx_clone_worker_main(Datum main_arg)
+{
+	int			j = DatumGetInt32(main_arg);
+	char	   *source_password;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	memcpy(&sbx_job, &sbx_shared->jobs[j], sizeof(sbx_job));
+	LWLockRelease(sbx_shared->lock);
+	before_shmem_exit(sbx_clone_worker_exit, (Datum) 0);
+	if (!sbx_job.in_use)
+		proc_exit(0);
+
+	BackgroundWorkerInitializeConnectionByOid(sbx_job.dboid, InvalidOid, 0);
+	pgstat_report_appname("pgsandbox clone");
+
+	source_password = sbx_conninfo_password(sbx_job.conninfo);
+	sbx_secrets[0] = sbx_job.password;
+	sbx_secrets[1] = source_password ? source_password : "";
+	sbx_secrets[2] = NULL;
+
+	PG_TRY();
+	{
+		sbx_fill_sandbox();
+		sbx_report(true, 0, NULL, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		sbx_report(false,
+				   edata->sqlerrcode ? edata->sqlerrcode : ERRCODE_INTERNAL_ERROR,
+				   sbx_redact(edata->message ? edata->message : "", sbx_secrets),
+				   edata->detail ? sbx_redact(edata->detail, sbx_secrets) : NULL);
+	}
+	PG_END_TRY();
+
+	proc_exit(0);
+}

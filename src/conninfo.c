@@ -1,0 +1,267 @@
+/*-------------------------------------------------------------------------
+ *
+ * conninfo.c
+ *	  Source connection strings: validation, the parts that may be shown,
+ *	  and the two ways they are handed on without ever reaching argv: as
+ *	  libpq parameters inside the server, and as PG* environment variables
+ *	  for pg_dump.  Also the redaction of secrets from captured messages.
+ *
+ * Only keywords that libpq can take from the environment are accepted, so
+ * that what pg_dump connects to is exactly what the source names.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "libpq-fe.h"
+#include "pgsandbox.h"
+#include "postmaster/postmaster.h"
+
+/* Keywords a source may not carry, whatever libpq thinks of them. */
+static const char *const sbx_refused_keywords[] = {
+	"replication",				/* a source is read with pg_dump, not streamed */
+	NULL
+};
+
+static PQconninfoOption *
+sbx_conninfo_parse(const char *conninfo)
+{
+	PQconninfoOption *opts;
+	char	   *libpq_err = NULL;
+
+	opts = PQconninfoParse(conninfo, &libpq_err);
+	if (opts == NULL)
+	{
+		/*
+		 * libpq's message may quote a piece of the string, which could be a
+		 * password; only name a keyword it did not recognize.
+		 */
+		char	   *detail = NULL;
+
+		if (libpq_err && strncmp(libpq_err, "invalid connection option", 25) == 0)
+		{
+			detail = pstrdup(libpq_err);
+			detail[strcspn(detail, "\n")] = '\0';
+		}
+		if (libpq_err)
+			PQfreemem(libpq_err);
+		if (detail)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid source connection string"),
+					 errdetail("libpq reports: %s.", detail)));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid source connection string"),
+				 errdetail("The string is neither keyword=value pairs nor a postgresql:// URI.")));
+	}
+	return opts;
+}
+
+/*
+ * Check a source connection string and return the parts that may be shown.
+ * Errors out on anything that cannot be used as a source.
+ */
+void
+sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts)
+{
+	PQconninfoOption *opts;
+
+	if (strlen(conninfo) >= SBX_CONNINFO_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("source connection string is too long"),
+				 errdetail("A source connection string may have at most %d bytes.",
+						   SBX_CONNINFO_MAX - 1)));
+
+	opts = sbx_conninfo_parse(conninfo);
+	memset(parts, 0, sizeof(*parts));
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val == NULL)
+			continue;
+		for (const char *const *r = sbx_refused_keywords; *r; r++)
+		{
+			if (strcmp(o->keyword, *r) == 0)
+			{
+				PQconninfoFree(opts);
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("connection option \"%s\" is not allowed in a source",
+								o->keyword)));
+			}
+		}
+		if (o->envvar == NULL)
+		{
+			char	   *kw = pstrdup(o->keyword);
+
+			PQconninfoFree(opts);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("connection option \"%s\" is not supported in a source", kw),
+					 errdetail("pg_dump receives the source through environment variables, and this option has none.")));
+		}
+		if (strcmp(o->keyword, "host") == 0)
+			parts->host = pstrdup(o->val);
+		else if (strcmp(o->keyword, "port") == 0)
+			parts->port = pstrdup(o->val);
+		else if (strcmp(o->keyword, "dbname") == 0)
+			parts->dbname = pstrdup(o->val);
+		else if (strcmp(o->keyword, "user") == 0)
+			parts->user = pstrdup(o->val);
+	}
+	PQconninfoFree(opts);
+}
+
+/*
+ * libpq parameters for a connection to the source from inside the server:
+ * this server's socket and port first, then every keyword of the source.
+ * NULL-terminated arrays in the current memory context.
+ */
+void
+sbx_conninfo_to_params(const char *conninfo,
+					   const char ***keywords, const char ***values)
+{
+	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
+	int			n = 0;
+	int			i = 0;
+	char		portstr[16];
+
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		n++;
+	*keywords = palloc0(sizeof(char *) * (n + 4));
+	*values = palloc0(sizeof(char *) * (n + 4));
+
+	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
+	(*keywords)[i] = "host";
+	(*values)[i++] = pstrdup(sbx_local_socket_host());
+	(*keywords)[i] = "port";
+	(*values)[i++] = pstrdup(portstr);
+	(*keywords)[i] = "fallback_application_name";
+	(*values)[i++] = "pgsandbox";
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val == NULL)
+			continue;
+		(*keywords)[i] = pstrdup(o->keyword);
+		(*values)[i++] = pstrdup(o->val);
+	}
+	PQconninfoFree(opts);
+}
+
+/*
+ * Append NAME=VALUE strings for every keyword of the source to the
+ * NULL-terminated array env (which has room for them), and return it.
+ */
+char **
+sbx_conninfo_to_env(const char *conninfo, char **env)
+{
+	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
+	int			n = 0;
+
+	while (env[n] != NULL)
+		n++;
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val == NULL || o->envvar == NULL)
+			continue;
+		env[n++] = psprintf("%s=%s", o->envvar, o->val);
+	}
+	env[n] = NULL;
+	PQconninfoFree(opts);
+	return env;
+}
+
+/* The password a source carries, or NULL. */
+char *
+sbx_conninfo_password(const char *conninfo)
+{
+	PQconninfoOption *opts;
+	char	   *result = NULL;
+	char	   *libpq_err = NULL;
+
+	opts = PQconninfoParse(conninfo, &libpq_err);
+	if (opts == NULL)
+	{
+		if (libpq_err)
+			PQfreemem(libpq_err);
+		return NULL;
+	}
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (strcmp(o->keyword, "password") == 0 && o->val && o->val[0])
+			result = pstrdup(o->val);
+	}
+	PQconninfoFree(opts);
+	return result;
+}
+
+/*
+ * Append " keyword=value" to a connection string, quoting the value when
+ * it is not a plain word.
+ */
+void
+sbx_append_conninfo_value(StringInfo buf, const char *keyword, const char *value)
+{
+	bool		plain = (value[0] != '\0');
+
+	for (const char *p = value; *p; p++)
+	{
+		if (!(isalnum((unsigned char) *p) || *p == '_' || *p == '.' ||
+			  *p == '/' || *p == '-' || *p == ':'))
+		{
+			plain = false;
+			break;
+		}
+	}
+	if (buf->len > 0)
+		appendStringInfoChar(buf, ' ');
+	appendStringInfo(buf, "%s=", keyword);
+	if (plain)
+	{
+		appendStringInfoString(buf, value);
+		return;
+	}
+	appendStringInfoChar(buf, '\'');
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == '\'' || *p == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '\'');
+}
+
+/*
+ * A copy of text with every occurrence of each secret replaced.  The list
+ * of secrets is NULL-terminated; NULL and empty entries are skipped.
+ */
+char *
+sbx_redact(const char *text, const char *const *secrets)
+{
+	char	   *result = pstrdup(text);
+
+	for (const char *const *s = secrets; *s != NULL; s++)
+	{
+		StringInfoData out;
+		const char *p;
+		const char *hit;
+		size_t		slen = strlen(*s);
+
+		if (slen == 0)
+			continue;
+		initStringInfo(&out);
+		p = result;
+		while ((hit = strstr(p, *s)) != NULL)
+		{
+			appendBinaryStringInfo(&out, p, hit - p);
+			appendStringInfoString(&out, "********");
+			p = hit + slen;
+		}
+		appendStringInfoString(&out, p);
+		pfree(result);
+		result = out.data;
+	}
+	return result;
+}

@@ -1,0 +1,563 @@
+/*-------------------------------------------------------------------------
+ *
+ * lifecycle.c
+ *	  What the lifecycle worker does to sandboxes: create the role and the
+ *	  database of a new clone, mark it ready or failed, drop it, extend it,
+ *	  and reconcile the catalog with the cluster after a restart.
+ *
+ * Every function here runs in the lifecycle worker, starts and commits its
+ * own transactions and reports trouble with ereport.  The catalog records
+ * the OID of each role and database pgsandbox creates, in the transaction
+ * that creates it (or, for a database, checked against its owner), and
+ * nothing is ever dropped that does not match such a record: a name alone
+ * is never enough.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "libpq/crypt.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "parser/parser.h"
+#include "pgsandbox.h"
+#include "pgstat.h"
+#include "tcop/tcopprot.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+/*
+ * The memory context the caller of a lifecycle function works in.  A
+ * transaction switches away from it and its commit leaves us in
+ * TopMemoryContext; sbx_xact_commit switches back, and sbx_keep copies
+ * results out of SPI's memory into it.
+ */
+static MemoryContext sbx_outer_cxt = NULL;
+
+static char *
+sbx_keep(const char *s)
+{
+	return s ? MemoryContextStrdup(sbx_outer_cxt, s) : NULL;
+}
+
+/* begin and end a worker transaction with SPI and a snapshot */
+static void
+sbx_xact_begin(const char *activity)
+{
+	sbx_outer_cxt = CurrentMemoryContext;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+static void
+sbx_xact_commit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(sbx_outer_cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* Execute one SQL statement through SPI, with text arguments. */
+static int
+sbx_spi(const char *sql, int expect, int nargs, const char *const *args)
+{
+	Oid			types[8] = {0};
+	Datum		values[8] = {0};
+	char		nulls[9] = "        ";
+	int			rc;
+
+	Assert(nargs <= 8);
+	for (int i = 0; i < nargs; i++)
+	{
+		types[i] = TEXTOID;
+		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
+		nulls[i] = args[i] ? ' ' : 'n';
+	}
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc != expect)
+		elog(ERROR, "pgsandbox catalog statement failed: %s",
+			 SPI_result_code_string(rc));
+	return rc;
+}
+
+/* A column of a result row as text in SPI's memory, or NULL. */
+static char *
+sbx_spi_text(int row, int col)
+{
+	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+/* One column of every result row, as a list of strings kept by the caller. */
+static List *
+sbx_keep_column(int col)
+{
+	List	   *result = NIL;
+	MemoryContext old = MemoryContextSwitchTo(sbx_outer_cxt);
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+		result = lappend(result,
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col));
+	MemoryContextSwitchTo(old);
+	return result;
+}
+
+static void
+sbx_log_event(const char *sandbox, const char *action, const char *actor,
+			  const char *detail)
+{
+	const char *args[4] = {sandbox, action, actor, detail};
+
+	sbx_spi("INSERT INTO pgsandbox.event (sandbox, action, actor, detail) "
+			"VALUES ($1, $2, $3, $4)", SPI_OK_INSERT, 4, args);
+}
+
+/*
+ * Run one utility statement as a top-level command of the current
+ * transaction, the way a client's simple query would, so that CREATE and
+ * DROP DATABASE are allowed.  If password_secret is given, the statement is
+ * a CREATE ROLE and the secret is added to its options as a parse node, so
+ * that it appears in no query text (and so in no log line or error
+ * context).
+ */
+static void
+sbx_run_utility(const char *sql, const char *password_secret)
+{
+	List	   *parsetree = pg_parse_query(sql);
+	RawStmt    *raw;
+	PlannedStmt *pstmt;
+
+	if (list_length(parsetree) != 1)
+		elog(ERROR, "pgsandbox expected one utility statement");
+	raw = linitial_node(RawStmt, parsetree);
+	if (password_secret)
+	{
+		CreateRoleStmt *stmt = castNode(CreateRoleStmt, raw->stmt);
+
+		stmt->options = lappend(stmt->options,
+								makeDefElem("password",
+											(Node *) makeString(pstrdup(password_secret)),
+											-1));
+	}
+
+	pstmt = makeNode(PlannedStmt);
+	pstmt->commandType = CMD_UTILITY;
+	pstmt->canSetTag = true;
+	pstmt->utilityStmt = raw->stmt;
+	pstmt->stmt_location = raw->stmt_location;
+	pstmt->stmt_len = raw->stmt_len;
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ProcessUtility(pstmt, sql, false, PROCESS_UTILITY_TOPLEVEL, NULL, NULL,
+				   None_Receiver, NULL);
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+}
+
+/* One statement alone in its own transaction (CREATE/DROP DATABASE). */
+static void
+sbx_run_utility_xact(const char *sql, const char *activity)
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	pgstat_report_activity(STATE_RUNNING, activity);
+	sbx_run_utility(sql, NULL);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(outer);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* n random characters from alphabet, unbiased, NUL-terminated in out */
+static void
+sbx_random_string(char *out, int n, const char *alphabet)
+{
+	int			alen = strlen(alphabet);
+	int			limit = 256 - (256 % alen);
+	int			i = 0;
+
+	while (i < n)
+	{
+		uint8		buf[64];
+
+		if (!pg_strong_random(buf, sizeof(buf)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random values")));
+		for (int j = 0; j < (int) sizeof(buf) && i < n; j++)
+		{
+			if (buf[j] < limit)
+				out[i++] = alphabet[buf[j] % alen];
+		}
+	}
+	out[n] = '\0';
+}
+
+/*
+ * Start a clone: check the source, pick a free name, record the sandbox as
+ * 'cloning', create its role and database.  Fills *job (name, password,
+ * dboid, conninfo) and returns the catalog id.  If an error escapes after
+ * the row exists, *sandbox_id is already set so the caller can clean up.
+ */
+void
+sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
+{
+	char		name[NAMEDATALEN];
+	char	   *verifier;
+	char		ttl[32];
+	char		idbuf[32];
+	const char *args[8];
+	char	   *sql;
+	bool		isnull;
+
+	*sandbox_id = 0;
+	memset(job, 0, sizeof(*job));
+
+	/* the source, checked again: it may have changed since the call */
+	sbx_xact_begin("pgsandbox: starting a clone");
+	args[0] = req->source;
+	sbx_spi("SELECT conninfo, allow_data FROM pgsandbox.source WHERE name = $1",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source \"%s\" does not exist", req->source)));
+	if (!req->schema_only &&
+		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 2, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("source \"%s\" does not allow copying data", req->source)));
+	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
+
+	/* a name no database, role or sandbox has */
+	for (;;)
+	{
+		char		suffix[9];
+
+		sbx_random_string(suffix, 8, "abcdefghijklmnopqrstuvwxyz0123456789");
+		snprintf(name, sizeof(name), SBX_NAME_PREFIX "%s", suffix);
+		args[0] = name;
+		sbx_spi("SELECT 1 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1)"
+				" OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)"
+				" OR EXISTS (SELECT 1 FROM pgsandbox.sandbox WHERE name = $1)",
+				SPI_OK_SELECT, 1, args);
+		if (SPI_processed == 0)
+			break;
+	}
+
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, req->ttl_secs);
+	args[0] = name;
+	args[1] = req->source;
+	args[2] = req->schema_only ? "true" : "false";
+	args[3] = req->labels;
+	args[4] = req->actor;
+	args[5] = ttl;
+	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
+			" requested_by, ttl, expires_at)"
+			" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name,"
+			" pg_catalog.make_interval(secs => $6::float8),"
+			" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
+			" RETURNING id", SPI_OK_INSERT_RETURNING, 6, args);
+	*sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_log_event(name, "clone", req->actor,
+				  psprintf("source \"%s\", %s", req->source,
+						   req->schema_only ? "schema only" : "schema and data"));
+	sbx_xact_commit();
+
+	/* the role, with its password given only as a SCRAM secret */
+	sbx_random_string(job->password, SBX_PASSWORD_LEN,
+					  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, name, job->password);
+	sbx_xact_begin("pgsandbox: creating a sandbox role");
+	sql = psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+				   " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
+				   quote_identifier(name));
+	sbx_run_utility(sql, verifier);
+	explicit_bzero(verifier, strlen(verifier));
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, *sandbox_id);
+	args[0] = name;
+	args[1] = idbuf;
+	sbx_spi("UPDATE pgsandbox.sandbox SET role_oid ="
+			" (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)"
+			" WHERE id = $2::bigint", SPI_OK_UPDATE, 2, args);
+	sbx_xact_commit();
+
+	/* the database, owned by the role, from the pristine template */
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0",
+								  quote_identifier(name), quote_identifier(name)),
+						 "pgsandbox: creating a sandbox database");
+
+	sbx_xact_begin("pgsandbox: securing a sandbox database");
+	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
+			" FROM pg_catalog.pg_database d"
+			" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid"
+			" RETURNING d.oid", SPI_OK_UPDATE_RETURNING, 2, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "database \"%s\" was not created as expected", name);
+	job->dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC",
+							 quote_identifier(name)), NULL);
+	sbx_xact_commit();
+
+	strlcpy(job->name, name, sizeof(job->name));
+	strlcpy(job->source, req->source, sizeof(job->source));
+	job->schema_only = req->schema_only;
+	job->sandbox_id = *sandbox_id;
+}
+
+/*
+ * Mark a sandbox ready: its expiry counts from now.  Returns the expiry.
+ */
+TimestampTz
+sbx_clone_ready(int64 sandbox_id, const char *actor, double seconds)
+{
+	char		idbuf[32];
+	const char *args[1];
+	bool		isnull;
+	TimestampTz expires_at;
+	char	   *name;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
+	args[0] = idbuf;
+	sbx_xact_begin("pgsandbox: marking a sandbox ready");
+	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
+			" expires_at = pg_catalog.now() + ttl,"
+			" size_bytes = pg_catalog.pg_database_size(db_oid)"
+			" WHERE id = $1::bigint AND status = 'cloning'"
+			" RETURNING name, expires_at", SPI_OK_UPDATE_RETURNING, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", sandbox_id);
+	name = sbx_spi_text(0, 1);
+	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 2, &isnull));
+	sbx_log_event(name, "ready", actor, psprintf("cloned in %.1f s", seconds));
+	sbx_xact_commit();
+	return expires_at;
+}
+
+/*
+ * Drop the database and the role recorded for a sandbox, if they exist and
+ * are still the ones pgsandbox created.
+ */
+static void
+sbx_drop_resources(const char *name, const char *role_oid)
+{
+	const char *args[2] = {name, role_oid};
+	bool		have_db;
+	bool		have_role;
+
+	if (role_oid == NULL)
+		return;					/* the role was never made, so no database */
+
+	sbx_xact_begin("pgsandbox: looking up sandbox resources");
+	sbx_spi("SELECT 1 FROM pg_catalog.pg_database"
+			" WHERE datname = $1 AND datdba = $2::oid", SPI_OK_SELECT, 2, args);
+	have_db = (SPI_processed > 0);
+	sbx_xact_commit();
+
+	if (have_db)
+		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
+									  quote_identifier(name)),
+							 "pgsandbox: dropping a sandbox database");
+
+	sbx_xact_begin("pgsandbox: dropping a sandbox role");
+	sbx_spi("SELECT 1 FROM pg_catalog.pg_roles"
+			" WHERE rolname = $1 AND oid = $2::oid", SPI_OK_SELECT, 2, args);
+	have_role = (SPI_processed > 0);
+	if (have_role)
+		sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(name)), NULL);
+	sbx_xact_commit();
+}
+
+/*
+ * Undo a clone that did not finish: drop what it made and mark it failed
+ * with the reason.  action is 'failed' for a clone that failed now and
+ * 'cleanup' for one found unfinished after a restart.
+ */
+void
+sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
+			   const char *actor)
+{
+	char		idbuf[32];
+	const char *args[2];
+	char	   *name;
+	char	   *role_oid;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
+	args[0] = idbuf;
+	sbx_xact_begin("pgsandbox: cleaning up a failed clone");
+	sbx_spi("SELECT name, role_oid FROM pgsandbox.sandbox WHERE id = $1::bigint",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox " INT64_FORMAT " is not in the catalog", sandbox_id);
+	name = sbx_keep(sbx_spi_text(0, 1));
+	role_oid = sbx_keep(sbx_spi_text(0, 2));
+	sbx_xact_commit();
+
+	sbx_drop_resources(name, role_oid);
+
+	args[1] = reason;
+	sbx_xact_begin("pgsandbox: marking a clone failed");
+	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'failed', error = $2,"
+			" expires_at = NULL WHERE id = $1::bigint", SPI_OK_UPDATE, 2, args);
+	sbx_log_event(name, action, actor, reason);
+	sbx_xact_commit();
+}
+
+/*
+ * Drop a live sandbox.  With only_if_expired, a sandbox that is not (or no
+ * longer) live and expired is left alone and false is returned; otherwise
+ * such a name is an error.  action is 'drop' or 'expire'.
+ */
+bool
+sbx_drop(const char *name, bool only_if_expired, const char *action,
+		 const char *actor)
+{
+	const char *args[2] = {name, NULL};
+	char	   *status = NULL;
+	char	   *role_oid = NULL;
+	char	   *id = NULL;
+	bool		expired = false;
+
+	sbx_xact_begin("pgsandbox: looking up a sandbox");
+	sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
+			" FROM pgsandbox.sandbox WHERE name = $1", SPI_OK_SELECT, 1, args);
+	if (SPI_processed > 0)
+	{
+		char	   *exp = sbx_spi_text(0, 4);
+
+		status = sbx_keep(sbx_spi_text(0, 1));
+		role_oid = sbx_keep(sbx_spi_text(0, 2));
+		id = sbx_keep(sbx_spi_text(0, 3));
+		expired = (exp != NULL && strcmp(exp, "t") == 0);
+	}
+	sbx_xact_commit();
+
+	if (only_if_expired && (status == NULL || strcmp(status, "ready") != 0 || !expired))
+		return false;
+	if (status == NULL || strcmp(status, "failed") == 0 ||
+		strcmp(status, "dropped") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name),
+				 status ? errdetail("It is %s.", status) : 0));
+	if (strcmp(status, "cloning") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" is still being cloned", name),
+				 errhint("Drop it once its clone has finished.")));
+
+	sbx_drop_resources(name, role_oid);
+
+	args[0] = id;
+	sbx_xact_begin("pgsandbox: marking a sandbox dropped");
+	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'dropped',"
+			" dropped_at = pg_catalog.now() WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 1, args);
+	sbx_log_event(name, action, actor, NULL);
+	sbx_xact_commit();
+	return true;
+}
+
+/*
+ * Set a live sandbox's expiry to now() + ttl_secs; returns the new expiry.
+ */
+TimestampTz
+sbx_extend(const char *name, int64 ttl_secs, const char *actor)
+{
+	char		ttl[32];
+	const char *args[2] = {name, ttl};
+	bool		isnull;
+	TimestampTz expires_at;
+
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_secs);
+	sbx_xact_begin("pgsandbox: extending a sandbox");
+	sbx_spi("UPDATE pgsandbox.sandbox"
+			" SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::float8)"
+			" WHERE name = $1 AND status = 'ready' RETURNING expires_at",
+			SPI_OK_UPDATE_RETURNING, 2, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name),
+				 errdetail("Only a ready sandbox can be extended.")));
+	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_log_event(name, "extend", actor,
+				  psprintf("expires at %s", timestamptz_to_str(expires_at)));
+	sbx_xact_commit();
+	return expires_at;
+}
+
+/* Names of live sandboxes whose time is up, oldest expiry first. */
+List *
+sbx_expired_sandboxes(void)
+{
+	List	   *names;
+
+	sbx_xact_begin("pgsandbox: looking for expired sandboxes");
+	sbx_spi("SELECT name FROM pgsandbox.sandbox"
+			" WHERE status = 'ready' AND expires_at <= pg_catalog.now()"
+			" ORDER BY expires_at, name", SPI_OK_SELECT, 0, NULL);
+	names = sbx_keep_column(1);
+	sbx_xact_commit();
+	return names;
+}
+
+/*
+ * After a start or a restart: whatever was left 'cloning' is undone, and a
+ * 'ready' sandbox whose database has gone (a crash in the middle of a drop)
+ * has its role dropped and is marked dropped.
+ */
+void
+sbx_reconcile(void)
+{
+	List	   *unfinished;
+	List	   *half_dropped;
+	ListCell   *lc;
+
+	sbx_xact_begin("pgsandbox: reconciling the catalog");
+	sbx_spi("SELECT id FROM pgsandbox.sandbox WHERE status = 'cloning' ORDER BY id",
+			SPI_OK_SELECT, 0, NULL);
+	unfinished = sbx_keep_column(1);
+	sbx_spi("SELECT name FROM pgsandbox.sandbox s WHERE status = 'ready'"
+			" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
+			"                  WHERE d.datname = s.name AND d.datdba = s.role_oid)"
+			" ORDER BY id", SPI_OK_SELECT, 0, NULL);
+	half_dropped = sbx_keep_column(1);
+	sbx_xact_commit();
+
+	foreach(lc, unfinished)
+	{
+		int64		id = pg_strtoint64((char *) lfirst(lc));
+
+		sbx_clone_fail(id, "The clone was interrupted by a restart of the server or of the pgsandbox worker.",
+					   "cleanup", SBX_WORKER_ACTOR);
+		ereport(LOG,
+				(errmsg("pgsandbox: cleaned up sandbox " INT64_FORMAT " left unfinished by a restart", id)));
+	}
+	foreach(lc, half_dropped)
+	{
+		char	   *name = lfirst(lc);
+
+		(void) sbx_drop(name, false, "cleanup", SBX_WORKER_ACTOR);
+		ereport(LOG,
+				(errmsg("pgsandbox: finished dropping sandbox \"%s\", whose database was gone", name)));
+	}
+}

@@ -1,0 +1,199 @@
+/*-------------------------------------------------------------------------
+ *
+ * pgsandbox.c
+ *	  Module entry point: settings, shared memory hooks and the registration
+ *	  of the lifecycle worker.
+ *
+ * pgsandbox must be loaded through shared_preload_libraries: the request
+ * queue lives in shared memory and the lifecycle worker is started by the
+ * postmaster.  Loaded any other way, the module only defines its settings
+ * and every SQL function refuses to run.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+
+char	   *sbx_database = NULL;
+int			sbx_gc_interval = 60;
+int			sbx_default_ttl = 4 * 3600;
+int			sbx_max_ttl = 24 * 3600;
+int			sbx_max_concurrent_clones = 2;
+char	   *sbx_host = NULL;
+int			sbx_port = 0;
+char	   *sbx_bin_dir = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+void		_PG_init(void);
+static void sbx_shmem_request(void);
+static void sbx_shmem_startup(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("pgsandbox.database",
+							   "Database in which pgsandbox is installed and its worker runs.",
+							   NULL,
+							   &sbx_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.gc_interval",
+							"Time between two passes of the reaper over expired sandboxes.",
+							NULL,
+							&sbx_gc_interval,
+							60, 1, 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.default_ttl",
+							"Lifetime of a sandbox when clone() is given no ttl.",
+							NULL,
+							&sbx_default_ttl,
+							4 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_ttl",
+							"Longest lifetime a sandbox may be given.",
+							NULL,
+							&sbx_max_ttl,
+							24 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_concurrent_clones",
+							"Number of clones that may run at the same time.",
+							"Further clone requests wait their turn.",
+							&sbx_max_concurrent_clones,
+							2, 1, SBX_MAX_CLONE_JOBS,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgsandbox.host",
+							   "Host written into the connection strings of new sandboxes.",
+							   "Empty means the server's first Unix-domain socket directory.",
+							   &sbx_host,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.port",
+							"Port written into the connection strings of new sandboxes.",
+							"Zero means the server's own port.",
+							&sbx_port,
+							0, 0, 65535,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgsandbox.bin_dir",
+							   "Directory that holds the pg_dump and pg_restore programs.",
+							   "Empty means the directory of the server's own programs.",
+							   &sbx_bin_dir,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("pgsandbox");
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = sbx_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = sbx_shmem_startup;
+
+	sbx_register_lifecycle_worker();
+}
+
+static void
+sbx_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	sbx_queue_request_shmem();
+}
+
+static void
+sbx_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	sbx_queue_startup_shmem();
+}
+
+/*
+ * Host for the connection strings handed to sandbox users: the setting, or
+ * the server's own socket.
+ */
+const char *
+sbx_effective_host(void)
+{
+	if (sbx_host && sbx_host[0] != '\0')
+		return sbx_host;
+	return sbx_local_socket_host();
+}
+
+/*
+ * The first entry of unix_socket_directories, or localhost if there is none.
+ */
+const char *
+sbx_local_socket_host(void)
+{
+	static char first_dir[MAXPGPATH];
+	const char *p = GetConfigOption("unix_socket_directories", true, false);
+	int			len = 0;
+
+	if (p == NULL)
+		return "localhost";
+	while (*p == ' ')
+		p++;
+	while (p[len] != '\0' && p[len] != ',' && len < MAXPGPATH - 1)
+		len++;
+	while (len > 0 && p[len - 1] == ' ')
+		len--;
+	if (len == 0)
+		return "localhost";
+	memcpy(first_dir, p, len);
+	first_dir[len] = '\0';
+	return first_dir;
+}
+
+int
+sbx_effective_port(void)
+{
+	return sbx_port > 0 ? sbx_port : PostPortNumber;
+}
+
+/* Directory of pg_dump and pg_restore: the setting or the server's bindir. */
+const char *
+sbx_effective_bin_dir(void)
+{
+	static char dir[MAXPGPATH];
+
+	if (sbx_bin_dir && sbx_bin_dir[0] != '\0')
+		return sbx_bin_dir;
+	strlcpy(dir, my_exec_path, sizeof(dir));
+	get_parent_directory(dir);
+	return dir;
+}

@@ -1,0 +1,365 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_api.c
+ *	  The SQL-callable functions of pgsandbox.
+ *
+ * Arguments are checked here, in the caller's backend, so that bad input
+ * fails at once and changes nothing.  Lifecycle work (clone, drop, extend)
+ * is handed to the lifecycle worker through the request queue; the worker
+ * owns the catalog rows, so they outlive a rollback of the caller, and the
+ * caller may be inside a transaction block.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(pgsandbox_add_source);
+PG_FUNCTION_INFO_V1(pgsandbox_clone);
+PG_FUNCTION_INFO_V1(pgsandbox_drop);
+PG_FUNCTION_INFO_V1(pgsandbox_extend);
+PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
+
+/* Raise the "must not be null" error for argument n when it is NULL. */
+static void
+sbx_require_arg(FunctionCallInfo fcinfo, int n, const char *argname)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * Lifecycle functions work only in the database the worker serves.
+ */
+static void
+sbx_check_database(void)
+{
+	char	   *dbname = get_database_name(MyDatabaseId);
+
+	sbx_queue_attach();
+	if (dbname == NULL || strcmp(dbname, sbx_database) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgsandbox serves database \"%s\", not \"%s\"",
+						sbx_database, dbname ? dbname : "?"),
+				 errhint("Call pgsandbox functions in database \"%s\", or set pgsandbox.database.",
+						 sbx_database)));
+}
+
+static void
+sbx_check_source_name(const char *name)
+{
+	size_t		len = strlen(name);
+	bool		ok = (len > 0 && len < NAMEDATALEN);
+
+	for (const char *p = name; ok && *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
+			ok = false;
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid source name"),
+				 errdetail("A source name has 1 to %d letters, digits, underscores, hyphens or dots.",
+						   NAMEDATALEN - 1)));
+}
+
+/*
+ * Seconds in a ttl, checked: positive and at most pgsandbox.max_ttl.
+ * Months count as 30 days, as in interval comparison.
+ */
+static int64
+sbx_ttl_seconds(Interval *ttl)
+{
+	int64		secs;
+
+	secs = ttl->time / USECS_PER_SEC +
+		(int64) ttl->day * SECS_PER_DAY +
+		(int64) ttl->month * DAYS_PER_MONTH * SECS_PER_DAY;
+	if (secs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be positive")));
+	if (secs > sbx_max_ttl)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must not exceed pgsandbox.max_ttl"),
+				 errdetail("pgsandbox.max_ttl is %d seconds.", sbx_max_ttl)));
+	return secs;
+}
+
+/* Check that a sandbox name is a plausible one before asking the worker. */
+static void
+sbx_copy_sandbox_name(char *dest, const char *name)
+{
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox does not exist"),
+				 errdetail("No sandbox has a name that long.")));
+	strlcpy(dest, name, NAMEDATALEN);
+}
+
+static void
+sbx_init_request(SbxRequest *req, SbxRequestKind kind)
+{
+	memset(req, 0, sizeof(*req));
+	req->kind = kind;
+	strlcpy(req->actor, GetUserNameFromId(GetSessionUserId(), false),
+			sizeof(req->actor));
+}
+
+/* Submit a request, wait for it and raise the worker's error if any. */
+static void
+sbx_run_request(SbxRequest *req, SbxRequest *result)
+{
+	int			slot = sbx_queue_submit(req);
+
+	sbx_queue_wait(slot, result);
+	if (result->sqlerrcode != 0)
+	{
+		explicit_bzero(result->password, sizeof(result->password));
+		ereport(ERROR,
+				(errcode(result->sqlerrcode),
+				 errmsg_internal("%s", result->message),
+				 result->detail[0] ? errdetail_internal("%s", result->detail) : 0));
+	}
+}
+
+/*
+ * add_source(name text, conninfo text, allow_data boolean)
+ */
+Datum
+pgsandbox_add_source(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *conninfo;
+	bool		allow_data;
+	SbxConninfoParts parts;
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
+	TEXTOID, TEXTOID};
+	Datum		values[7];
+	char		nulls[7];
+	int			rc;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "conninfo");
+	sbx_require_arg(fcinfo, 2, "allow_data");
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	allow_data = PG_GETARG_BOOL(2);
+
+	sbx_check_database();
+	sbx_check_source_name(name);
+	sbx_conninfo_validate(conninfo, &parts);
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(conninfo);
+	values[2] = BoolGetDatum(allow_data);
+	memset(nulls, ' ', sizeof(nulls));
+#define SBX_PART(i, v) \
+	do { if (v) values[i] = CStringGetTextDatum(v); else nulls[i] = 'n'; } while (0)
+	SBX_PART(3, parts.host);
+	SBX_PART(4, parts.port);
+	SBX_PART(5, parts.dbname);
+	SBX_PART(6, parts.user);
+#undef SBX_PART
+
+	SPI_connect();
+	rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
+							   1, argtypes, values, nulls, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("source \"%s\" already exists", name)));
+	rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
+							   "(name, conninfo, allow_data, host, port, dbname, \"user\") "
+							   "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+							   7, argtypes, values, nulls, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "could not add source: %s", SPI_result_code_string(rc));
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * Check that a source exists and allows what is asked of it.
+ */
+static void
+sbx_check_source(const char *source, bool schema_only)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	bool		allow_data;
+	int			rc;
+
+	values[0] = CStringGetTextDatum(source);
+	SPI_connect();
+	rc = SPI_execute_with_args("SELECT allow_data FROM pgsandbox.source WHERE name = $1",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source \"%s\" does not exist", source),
+				 errhint("An administrator approves sources with pgsandbox.add_source().")));
+	allow_data = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+
+	if (!schema_only && !allow_data)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("source \"%s\" does not allow copying data", source),
+				 errhint("Clone it with schema_only => true, or approve it with allow_data => true.")));
+}
+
+/*
+ * clone(source text, schema_only boolean, ttl interval, labels jsonb)
+ *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
+ */
+Datum
+pgsandbox_clone(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+	char	   *source;
+	char	   *labels;
+	Jsonb	   *jb;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	StringInfoData conninfo;
+	char		portstr[16];
+
+	sbx_require_arg(fcinfo, 0, "source");
+	sbx_require_arg(fcinfo, 1, "schema_only");
+	sbx_require_arg(fcinfo, 3, "labels");
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	sbx_init_request(&req, SBX_REQ_CLONE);
+	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	req.schema_only = PG_GETARG_BOOL(1);
+	req.ttl_secs = PG_ARGISNULL(2) ? sbx_default_ttl :
+		sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
+	if (PG_ARGISNULL(2) && req.ttl_secs > sbx_max_ttl)
+		req.ttl_secs = sbx_max_ttl;
+
+	jb = PG_GETARG_JSONB_P(3);
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("labels must be a JSON object")));
+	labels = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	if (strlen(labels) >= SBX_LABELS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("labels are too large"),
+				 errdetail("Labels may take at most %d bytes as text.",
+						   SBX_LABELS_MAX - 1)));
+	strlcpy(req.labels, labels, sizeof(req.labels));
+
+	sbx_check_database();
+	if (strlen(source) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source does not exist"),
+				 errdetail("No source has a name that long.")));
+	sbx_check_source(source, req.schema_only);
+	strlcpy(req.source, source, sizeof(req.source));
+
+	sbx_run_request(&req, &result);
+
+	/* the only place the password is ever shown */
+	initStringInfo(&conninfo);
+	snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
+	sbx_append_conninfo_value(&conninfo, "host", sbx_effective_host());
+	sbx_append_conninfo_value(&conninfo, "port", portstr);
+	sbx_append_conninfo_value(&conninfo, "dbname", result.result_name);
+	sbx_append_conninfo_value(&conninfo, "user", result.result_name);
+	sbx_append_conninfo_value(&conninfo, "password", result.password);
+	explicit_bzero(result.password, sizeof(result.password));
+
+	tupdesc = BlessTupleDesc(tupdesc);
+	values[0] = CStringGetTextDatum(result.result_name);
+	values[1] = CStringGetTextDatum(conninfo.data);
+	values[2] = TimestampTzGetDatum(result.expires_at);
+	explicit_bzero(conninfo.data, conninfo.len);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * drop(name text)
+ */
+Datum
+pgsandbox_drop(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_check_database();
+	sbx_init_request(&req, SBX_REQ_DROP);
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_run_request(&req, &result);
+	PG_RETURN_VOID();
+}
+
+/*
+ * _drop_expired(name text) RETURNS boolean: used by gc(); the worker drops
+ * the sandbox only if it is still live and expired.
+ */
+Datum
+pgsandbox_drop_expired(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+
+	sbx_check_database();
+	sbx_init_request(&req, SBX_REQ_DROP);
+	req.only_if_expired = true;
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_run_request(&req, &result);
+	PG_RETURN_BOOL(result.dropped);
+}
+
+/*
+ * extend(name text, ttl interval) RETURNS timestamptz
+ */
+Datum
+pgsandbox_extend(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_require_arg(fcinfo, 1, "ttl");
+	sbx_init_request(&req, SBX_REQ_EXTEND);
+	req.ttl_secs = sbx_ttl_seconds(PG_GETARG_INTERVAL_P(1));
+	sbx_check_database();
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_run_request(&req, &result);
+	PG_RETURN_TIMESTAMPTZ(result.expires_at);
+}
