@@ -282,8 +282,9 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	/* the role, with its password given only as a SCRAM secret */
 	sbx_random_string(job->password, SBX_PASSWORD_LEN,
 					  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
-	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, name, job->password);
 	sbx_xact_begin("pgsandbox: creating a sandbox role");
+	/* in the transaction: the HMAC code wants a resource owner */
+	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, name, job->password);
 	sql = psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
 				   " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
 				   quote_identifier(name));

@@ -18,6 +18,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/xact.h"
 #include "commands/extension.h"
 #include "common/file_utils.h"
@@ -558,7 +560,8 @@ sbx_forget_previous_run(void)
 	LWLockRelease(sbx_shared->lock);
 
 	snprintf(path, sizeof(path), "%s/%s", DataDir, SBX_TMP_DIR);
-	(void) rmtree(path, true);
+	if (access(path, F_OK) == 0)
+		(void) rmtree(path, true);
 
 	PG_TRY();
 	{
