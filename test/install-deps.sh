@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+#
+# install-deps.sh: install, as root, the Debian 12 packages pgsandbox needs
+# to build and test.  Does nothing for packages already there.
+#
+set -euo pipefail
+
+pkgs=(postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
+	  libpq-dev libipc-run-perl make gcc)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+#
+# run-tests.sh: build pgsandbox, install it, and run every test: pg_regress
+# for the SQL surface, then the TAP suites under test/t.
+#
+# Run as root on a fresh Debian 12 machine, it first installs what it needs
+# (PostgreSQL 15 server and headers, libpq, IPC::Run) and runs the tests as
+# the unprivileged "postgres" OS user: the server refuses to run as root.
+# Run as any other user, it expects those packages and runs the tests as
+# that user.
+#
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$(id -u)" = 0 ]; then
+	bash "$src/test/install-deps.sh"
+fi
+
+make -C "$src" -s clean
+make -C "$src" -s WERROR=1
+if [ "$(id -u)" = 0 ]; then
+	make -C "$src" -s install
+else
+	sudo make -C "$src" -s install
+fi
+
+# The tests write into their tree (results, tmp_check): give them a copy that
+# the test user owns, wherever the checkout sits.
+work=$(mktemp -d /tmp/pgsandbox-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tar -C "$src" --exclude=.git --exclude=node_modules --exclude='tmp_check*' -cf - . | tar -C "$work" -xf -
+
+status=0
+if [ "$(id -u)" = 0 ]; then
+	chown -R postgres: "$work"
+	runuser -u postgres -- make -C "$work" -s installcheck PROVE_FLAGS="--timer" || status=$?
+else
+	make -C "$work" -s installcheck PROVE_FLAGS="--timer" || status=$?
+fi
+
+if [ $status -ne 0 ]; then
+	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
+		[ -f "$f" ] || continue
+		echo "=== $f (last 60 lines)"
+		tail -n 60 "$f"
+	done
+fi
+exit $status
