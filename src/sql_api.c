@@ -22,6 +22,7 @@
 #include "pgsandbox.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -99,7 +100,8 @@ sbx_ttl_seconds(Interval *ttl)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ttl must not exceed pgsandbox.max_ttl"),
-				 errdetail("pgsandbox.max_ttl is %d seconds.", sbx_max_ttl)));
+				 errdetail("pgsandbox.max_ttl is %s.",
+						   GetConfigOptionByName("pgsandbox.max_ttl", NULL, false))));
 	return secs;
 }
 

@@ -1,0 +1,69 @@
+--
+-- clone_errors: bad input to clone, drop, extend and gc is refused with a
+-- clear error, and nothing is created or dropped
+--
+SELECT pgsandbox.add_source('app', 'dbname=contrib_regression');
+
+CREATE TEMP TABLE counts_before AS
+SELECT (SELECT count(*) FROM pg_database) AS databases,
+       (SELECT count(*) FROM pg_roles) AS roles,
+       (SELECT count(*) FROM pgsandbox.sandbox) AS sandboxes,
+       (SELECT count(*) FROM pgsandbox.event) AS events;
+
+-- clone
+SELECT * FROM pgsandbox.clone('nosuchsource');
+SELECT * FROM pgsandbox.clone(repeat('s', 100));
+SELECT * FROM pgsandbox.clone(NULL);
+SELECT * FROM pgsandbox.clone('app', NULL);
+SELECT * FROM pgsandbox.clone('app', labels => NULL);
+SELECT * FROM pgsandbox.clone('app', ttl => '0');
+SELECT * FROM pgsandbox.clone('app', ttl => '-1 hour');
+SELECT * FROM pgsandbox.clone('app', ttl => '25 hours');
+SELECT * FROM pgsandbox.clone('app', ttl => '1000 years');
+SELECT * FROM pgsandbox.clone('app', labels => '[]');
+SELECT * FROM pgsandbox.clone('app', labels => 'null');
+SELECT * FROM pgsandbox.clone('app', labels => '"text"');
+SELECT * FROM pgsandbox.clone('app', labels => '42');
+SELECT * FROM pgsandbox.clone('app', labels => jsonb_build_object('big', repeat('x', 5000)));
+SELECT * FROM pgsandbox.clone('app', schema_only => false);
+
+-- drop
+SELECT pgsandbox.drop('postgres');
+SELECT pgsandbox.drop('template1');
+SELECT pgsandbox.drop('contrib_regression');
+SELECT pgsandbox.drop('sbx_typo0000');
+SELECT pgsandbox.drop(repeat('n', 100));
+SELECT pgsandbox.drop(NULL);
+
+-- extend
+SELECT pgsandbox.extend('sbx_typo0000', '1 hour');
+SELECT pgsandbox.extend(NULL, '1 hour');
+SELECT pgsandbox.extend('sbx_typo0000', NULL);
+SELECT pgsandbox.extend('sbx_typo0000', '0');
+SELECT pgsandbox.extend('sbx_typo0000', '2 days');
+
+-- gc
+SELECT * FROM pgsandbox.gc(NULL);
+SELECT * FROM pgsandbox.gc(dry_run => true);
+SELECT * FROM pgsandbox.gc();
+
+-- nothing changed
+SELECT (SELECT count(*) FROM pg_database) - databases AS new_databases,
+       (SELECT count(*) FROM pg_roles) - roles AS new_roles,
+       (SELECT count(*) FROM pgsandbox.sandbox) - sandboxes AS new_sandboxes,
+       (SELECT count(*) FROM pgsandbox.event) - events AS new_events
+  FROM counts_before;
+
+-- the functions are for the owner of the extension only, for now
+CREATE ROLE regress_sbx_nobody LOGIN;
+GRANT USAGE ON SCHEMA pgsandbox TO regress_sbx_nobody;
+SET ROLE regress_sbx_nobody;
+SELECT * FROM pgsandbox.clone('app');
+SELECT pgsandbox.drop('sbx_typo0000');
+SELECT * FROM pgsandbox.gc();
+SELECT * FROM pgsandbox.sandboxes;
+RESET ROLE;
+REVOKE USAGE ON SCHEMA pgsandbox FROM regress_sbx_nobody;
+DROP ROLE regress_sbx_nobody;
+
+SELECT pgsandbox.remove_source('app');
