@@ -20,7 +20,11 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
+
+/* how long a caller waits for a missing worker to come back */
+#define SBX_WORKER_ABSENCE_MS	30000
 
 SbxShared  *sbx_shared = NULL;
 
@@ -152,11 +156,14 @@ sbx_queue_abandon(int code, Datum arg)
 void
 sbx_queue_wait(int slot, SbxRequest *result)
 {
+	TimestampTz worker_seen = GetCurrentTimestamp();
+
 	PG_ENSURE_ERROR_CLEANUP(sbx_queue_abandon, Int32GetDatum(slot));
 	{
 		for (;;)
 		{
 			bool		done;
+			bool		worker_running;
 
 			LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 			done = (sbx_shared->requests[slot].state == SBX_SLOT_DONE);
@@ -167,9 +174,24 @@ sbx_queue_wait(int slot, SbxRequest *result)
 							   sizeof(sbx_shared->requests[slot].password));
 				sbx_shared->requests[slot].state = SBX_SLOT_FREE;
 			}
+			worker_running = (sbx_shared->worker_pid != 0);
 			LWLockRelease(sbx_shared->lock);
 			if (done)
 				break;
+
+			/*
+			 * The worker restarts within seconds after a crash; one that
+			 * stays away is not coming (for one, pgsandbox.database may name
+			 * a database that does not exist).
+			 */
+			if (worker_running)
+				worker_seen = GetCurrentTimestamp();
+			else if (TimestampDifferenceExceeds(worker_seen, GetCurrentTimestamp(),
+												SBX_WORKER_ABSENCE_MS))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("pgsandbox worker is not running"),
+						 errhint("Check the server log for why it does not start.")));
 
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
