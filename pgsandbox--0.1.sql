@@ -3,16 +3,26 @@
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
 /*
- * Sandbox roles are members of this group: it carries no privileges and
- * gives pg_hba.conf one name to match every sandbox role with.
+ * Three group roles, made if missing (roles belong to the cluster, not to
+ * the extension, so they outlive it):
+ *	pgsandbox_admin		manages sources, sees, extends and drops every sandbox
+ *	pgsandbox_user		clones granted sources, sees, extends and drops its own
+ *	pgsandbox_sandbox	every sandbox role; no privileges, and the login check
+ *						lets its members into their own database only
  */
 DO $$
+DECLARE
+	r text;
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgsandbox_sandbox') THEN
-		CREATE ROLE pgsandbox_sandbox NOLOGIN;
-	END IF;
+	FOREACH r IN ARRAY ARRAY['pgsandbox_admin', 'pgsandbox_user', 'pgsandbox_sandbox'] LOOP
+		IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+			EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+		END IF;
+	END LOOP;
 END
 $$;
+
+GRANT USAGE ON SCHEMA pgsandbox TO pgsandbox_admin, pgsandbox_user;
 
 -- Approved sources.  conninfo may hold a password: no one but the owner
 -- of the extension reads this table; the sources view shows the rest.
@@ -38,6 +48,7 @@ CREATE TABLE pgsandbox.sandbox (
 				CHECK (status IN ('cloning', 'ready', 'failed', 'dropped')),
 	labels		jsonb NOT NULL DEFAULT '{}',
 	requested_by name NOT NULL,
+	owner_oid	oid NOT NULL,	-- the role that asked for it
 	ttl			interval NOT NULL,
 	role_oid	oid,		-- the role pgsandbox created, once it exists
 	db_oid		oid,		-- the database pgsandbox created, once it exists
@@ -64,57 +75,95 @@ CREATE TABLE pgsandbox.event (
 );
 CREATE INDEX event_sandbox ON pgsandbox.event (sandbox);
 
-REVOKE ALL ON pgsandbox.source, pgsandbox.sandbox, pgsandbox.event FROM PUBLIC;
+-- Which roles may clone which source (members of the grantee may too).
+CREATE TABLE pgsandbox.source_grant (
+	source		text NOT NULL REFERENCES pgsandbox.source ON DELETE CASCADE,
+	grantee		oid NOT NULL,
+	granted_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (source, grantee)
+);
+
+REVOKE ALL ON pgsandbox.source, pgsandbox.sandbox, pgsandbox.event,
+	pgsandbox.source_grant FROM PUBLIC;
 REVOKE ALL ON SEQUENCE pgsandbox.sandbox_id_seq, pgsandbox.event_id_seq FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('pgsandbox.source', '');
 
-CREATE VIEW pgsandbox.sources AS
-	SELECT name, allow_data, host, port, dbname, "user", added_at
-	  FROM pgsandbox.source;
+/*
+ * Who is asking: the current role of the session, as SET ROLE left it,
+ * whatever SECURITY DEFINER function it is called from.
+ */
+CREATE FUNCTION pgsandbox._caller()
+RETURNS oid
+AS 'MODULE_PATHNAME', 'pgsandbox_caller'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION pgsandbox._caller() IS
+	'Internal: the role on whose behalf pgsandbox acts';
+
+CREATE FUNCTION pgsandbox._caller_is_admin()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pgsandbox_caller_is_admin'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION pgsandbox._caller_is_admin() IS
+	'Internal: whether the caller is a superuser or has the privileges of pgsandbox_admin';
+
+-- The views show a pgsandbox_user only its own rows; security_barrier
+-- keeps a caller's own functions from seeing the others first.
+CREATE VIEW pgsandbox.sources WITH (security_barrier) AS
+	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at
+	  FROM pgsandbox.source s
+	 WHERE pgsandbox._caller_is_admin()
+		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
+					WHERE g.source = s.name
+					  AND pg_catalog.pg_has_role(pgsandbox._caller(), g.grantee, 'MEMBER'));
 COMMENT ON VIEW pgsandbox.sources IS
-	'Approved sources, without their connection strings';
+	'Approved sources the caller may clone (all of them for an admin), without their connection strings';
 
-CREATE VIEW pgsandbox.sandboxes AS
-	SELECT name, source, schema_only, status, labels, created_at, ready_at,
-		   expires_at, dropped_at, size_bytes, error
-	  FROM pgsandbox.sandbox;
+CREATE VIEW pgsandbox.source_grants WITH (security_barrier) AS
+	SELECT g.source, g.grantee::regrole AS grantee, g.granted_at
+	  FROM pgsandbox.source_grant g
+	 WHERE pgsandbox._caller_is_admin();
+COMMENT ON VIEW pgsandbox.source_grants IS
+	'Which roles may clone which source (for admins)';
+
+CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
+	SELECT s.name, s.source, s.schema_only, s.status, s.labels,
+		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
+		   s.dropped_at, s.size_bytes, s.error
+	  FROM pgsandbox.sandbox s
+	 WHERE s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin();
 COMMENT ON VIEW pgsandbox.sandboxes IS
-	'Every sandbox pgsandbox made, live or not';
+	'Every sandbox pgsandbox made, live or not (a pgsandbox_user sees its own)';
 
-CREATE VIEW pgsandbox.events AS
-	SELECT at, sandbox, action, actor, detail
-	  FROM pgsandbox.event;
+CREATE VIEW pgsandbox.events WITH (security_barrier) AS
+	SELECT e.at, e.sandbox, e.action, e.actor, e.detail
+	  FROM pgsandbox.event e
+	 WHERE pgsandbox._caller_is_admin()
+		OR EXISTS (SELECT 1 FROM pgsandbox.sandbox s
+					WHERE s.name = e.sandbox AND s.owner_oid = pgsandbox._caller());
 COMMENT ON VIEW pgsandbox.events IS
-	'What happened to each sandbox, and who asked for it';
+	'What happened to each sandbox, and who asked for it (a pgsandbox_user sees its own)';
 
-REVOKE ALL ON pgsandbox.sources, pgsandbox.sandboxes, pgsandbox.events FROM PUBLIC;
+REVOKE ALL ON pgsandbox.sources, pgsandbox.source_grants, pgsandbox.sandboxes,
+	pgsandbox.events FROM PUBLIC;
+GRANT SELECT ON pgsandbox.sources, pgsandbox.sandboxes, pgsandbox.events
+	TO pgsandbox_admin, pgsandbox_user;
+GRANT SELECT ON pgsandbox.source_grants TO pgsandbox_admin;
 
 CREATE FUNCTION pgsandbox.add_source(name text, conninfo text,
 									 allow_data boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'pgsandbox_add_source'
-LANGUAGE C;
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.add_source(text, text, boolean) IS
 	'Approve a database as a clone source; allow_data permits copying its rows';
 
 CREATE FUNCTION pgsandbox.remove_source(name text)
 RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	IF name IS NULL THEN
-		RAISE EXCEPTION 'source name must not be null'
-			USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	DELETE FROM pgsandbox.source s WHERE s.name = remove_source.name;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION 'source "%" does not exist', name
-			USING ERRCODE = 'undefined_object';
-	END IF;
-END
-$$;
+AS 'MODULE_PATHNAME', 'pgsandbox_remove_source'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.remove_source(text) IS
 	'Withdraw the approval of a clone source; existing sandboxes stay';
 
@@ -124,34 +173,39 @@ CREATE FUNCTION pgsandbox.clone(source text,
 								labels jsonb DEFAULT '{}')
 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
 AS 'MODULE_PATHNAME', 'pgsandbox_clone'
-LANGUAGE C;
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb) IS
 	'Clone an approved source into a new sandbox database and login role; returns when it is ready';
 
 CREATE FUNCTION pgsandbox.drop(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'pgsandbox_drop'
-LANGUAGE C;
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.drop(text) IS
 	'Drop a live sandbox''s database and role, ending its sessions first';
 
 CREATE FUNCTION pgsandbox.extend(name text, ttl interval)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'pgsandbox_extend'
-LANGUAGE C;
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.extend(text, interval) IS
 	'Set a live sandbox''s expiry to now() + ttl, within pgsandbox.max_ttl';
 
 CREATE FUNCTION pgsandbox._drop_expired(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'pgsandbox_drop_expired'
-LANGUAGE C STRICT;
+LANGUAGE C STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox._drop_expired(text) IS
 	'Internal: have the worker drop a sandbox if it is still expired';
 
 CREATE FUNCTION pgsandbox.gc(dry_run boolean DEFAULT false)
 RETURNS TABLE(name text, expires_at timestamptz, dropped boolean)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -165,6 +219,7 @@ BEGIN
 		SELECT s.name, s.expires_at
 		  FROM pgsandbox.sandbox s
 		 WHERE s.status = 'ready' AND s.expires_at <= pg_catalog.now()
+		   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin())
 		 ORDER BY s.expires_at, s.name
 	LOOP
 		name := r.name;
@@ -176,14 +231,61 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgsandbox.gc(boolean) IS
-	'Drop every expired sandbox now; with dry_run, only list them';
+	'Drop every expired sandbox now (a pgsandbox_user: its own); with dry_run, only list them';
+
+CREATE FUNCTION pgsandbox.grant_source(source text, grantee regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_grant_source'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.grant_source(text, regrole) IS
+	'Let a role (and its members) clone a source';
+
+CREATE FUNCTION pgsandbox.revoke_source(source text, grantee regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_revoke_source'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.revoke_source(text, regrole) IS
+	'Take back a role''s right to clone a source';
+
+CREATE FUNCTION pgsandbox.doctor()
+RETURNS TABLE("check" text, ok boolean, detail text)
+AS 'MODULE_PATHNAME', 'pgsandbox_doctor'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.doctor() IS
+	'What an administrator should fix for pgsandbox to work safely';
 
 REVOKE ALL ON FUNCTION
+	pgsandbox._caller(),
+	pgsandbox._caller_is_admin(),
 	pgsandbox.add_source(text, text, boolean),
 	pgsandbox.remove_source(text),
+	pgsandbox.grant_source(text, regrole),
+	pgsandbox.revoke_source(text, regrole),
+	pgsandbox.doctor(),
 	pgsandbox.clone(text, boolean, interval, jsonb),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
 	pgsandbox._drop_expired(text),
 	pgsandbox.gc(boolean)
 FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+	pgsandbox._caller(),
+	pgsandbox._caller_is_admin(),
+	pgsandbox.clone(text, boolean, interval, jsonb),
+	pgsandbox.drop(text),
+	pgsandbox.extend(text, interval),
+	pgsandbox._drop_expired(text),
+	pgsandbox.gc(boolean)
+TO pgsandbox_admin, pgsandbox_user;
+
+GRANT EXECUTE ON FUNCTION
+	pgsandbox.add_source(text, text, boolean),
+	pgsandbox.remove_source(text),
+	pgsandbox.grant_source(text, regrole),
+	pgsandbox.revoke_source(text, regrole),
+	pgsandbox.doctor()
+TO pgsandbox_admin;

@@ -32,6 +32,8 @@
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
+#define SBX_ADMIN_GROUP			"pgsandbox_admin"
+#define SBX_USER_GROUP			"pgsandbox_user"
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
 
 /* settings (pgsandbox.c) */
@@ -43,6 +45,8 @@ extern int	sbx_max_concurrent_clones;
 extern char *sbx_host;
 extern int	sbx_port;
 extern char *sbx_bin_dir;
+extern int	sbx_max_sandboxes;
+extern int	sbx_max_sandboxes_per_owner;
 
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
@@ -72,7 +76,9 @@ typedef struct SbxRequest
 	SbxRequestKind kind;
 	uint64		serial;			/* distinguishes reuses of the slot */
 	Latch	   *caller_latch;
-	char		actor[NAMEDATALEN];
+	Oid			caller;			/* the role asking (access.c) */
+	bool		caller_is_admin;
+	char		actor[NAMEDATALEN]; /* its name */
 
 	/* arguments */
 	char		name[NAMEDATALEN];	/* DROP, EXTEND */
@@ -147,12 +153,21 @@ extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *actor,
 								   double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
-extern bool sbx_drop(const char *name, bool only_if_expired,
+extern bool sbx_drop(const char *name, const SbxRequest *req,
 					 const char *action, const char *actor);
-extern TimestampTz sbx_extend(const char *name, int64 ttl_secs,
-							  const char *actor);
+extern TimestampTz sbx_extend(const char *name, const SbxRequest *req);
 extern List *sbx_expired_sandboxes(void);
+extern const SbxRequest sbx_worker_request;
 extern void sbx_reconcile(void);
+
+/* access control (access.c) */
+extern Oid	sbx_caller(void);
+extern bool sbx_is_admin(Oid role);
+extern void sbx_require_admin(void);
+extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
+extern void sbx_report_source_denied(const char *source, bool is_admin) pg_attribute_noreturn();
+extern void sbx_report_data_denied(const char *source) pg_attribute_noreturn();
+extern void sbx_install_login_check(void);
 
 /* source connection strings (conninfo.c) */
 typedef struct SbxConninfoParts

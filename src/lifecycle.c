@@ -219,6 +219,7 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	char	   *verifier;
 	char		ttl[32];
 	char		idbuf[32];
+	char		owner[16];
 	const char *args[8];
 	char	   *sql;
 	bool		isnull;
@@ -226,22 +227,46 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	*sandbox_id = 0;
 	memset(job, 0, sizeof(*job));
 
-	/* the source, checked again: it may have changed since the call */
+	/*
+	 * The source and the quotas, checked again: they may have changed since
+	 * the call.  The worker takes clones one at a time, so the counts are
+	 * exact.
+	 */
 	sbx_xact_begin("pgsandbox: starting a clone");
+	if (!sbx_may_clone(req->caller, req->caller_is_admin, req->source))
+		sbx_report_source_denied(req->source, req->caller_is_admin);
 	args[0] = req->source;
 	sbx_spi("SELECT conninfo, allow_data FROM pgsandbox.source WHERE name = $1",
 			SPI_OK_SELECT, 1, args);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" does not exist", req->source)));
+	if (SPI_processed != 1)
+		sbx_report_source_denied(req->source, req->caller_is_admin);
 	if (!req->schema_only &&
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 									SPI_tuptable->tupdesc, 2, &isnull)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("source \"%s\" does not allow copying data", req->source)));
+		sbx_report_data_denied(req->source);
 	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
+
+	snprintf(owner, sizeof(owner), "%u", req->caller);
+	args[0] = owner;
+	sbx_spi("SELECT count(*), count(*) FILTER (WHERE owner_oid = $1::oid)"
+			" FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+			SPI_OK_SELECT, 1, args);
+	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 1, &isnull)) >= sbx_max_sandboxes)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many sandboxes"),
+				 errdetail("The cluster holds %d live sandboxes, the most pgsandbox.max_sandboxes allows.",
+						   sbx_max_sandboxes),
+				 errhint("Drop sandboxes that are no longer needed.")));
+	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 2, &isnull)) >= sbx_max_sandboxes_per_owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many sandboxes for role \"%s\"", req->actor),
+				 errdetail("The role owns %d live sandboxes, the most pgsandbox.max_sandboxes_per_owner allows.",
+						   sbx_max_sandboxes_per_owner),
+				 errhint("Drop sandboxes that are no longer needed.")));
 
 	/* a name no database, role or sandbox has */
 	for (;;)
@@ -266,12 +291,13 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	args[3] = req->labels;
 	args[4] = req->actor;
 	args[5] = ttl;
+	args[6] = owner;
 	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
-			" requested_by, ttl, expires_at)"
-			" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name,"
+			" requested_by, owner_oid, ttl, expires_at)"
+			" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
 			" pg_catalog.make_interval(secs => $6::float8),"
 			" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
-			" RETURNING id", SPI_OK_INSERT_RETURNING, 6, args);
+			" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
 	*sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 1, &isnull));
 	sbx_log_event(name, "clone", req->actor,
@@ -422,23 +448,33 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 }
 
 /*
- * Drop a live sandbox.  With only_if_expired, a sandbox that is not (or no
- * longer) live and expired is left alone and false is returned; otherwise
- * such a name is an error.  action is 'drop' or 'expire'.
+ * Drop a live sandbox for the caller of req.  A sandbox of another owner is,
+ * for a caller who is not an admin, one that does not exist.  With
+ * req->only_if_expired, a sandbox that is not (or no longer) live and
+ * expired is left alone and false is returned; otherwise such a name is an
+ * error.  action is 'drop', 'expire' or 'cleanup'.
  */
 bool
-sbx_drop(const char *name, bool only_if_expired, const char *action,
+sbx_drop(const char *name, const SbxRequest *req, const char *action,
 		 const char *actor)
 {
-	const char *args[2] = {name, NULL};
+	bool		only_if_expired = req->only_if_expired;
+	char		owner[16];
+	const char *args[2] = {name, owner};
 	char	   *status = NULL;
 	char	   *role_oid = NULL;
 	char	   *id = NULL;
 	bool		expired = false;
 
 	sbx_xact_begin("pgsandbox: looking up a sandbox");
-	sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
-			" FROM pgsandbox.sandbox WHERE name = $1", SPI_OK_SELECT, 1, args);
+	snprintf(owner, sizeof(owner), "%u", req->caller);
+	if (req->caller_is_admin)
+		sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
+				" FROM pgsandbox.sandbox WHERE name = $1", SPI_OK_SELECT, 1, args);
+	else
+		sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
+				" FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid",
+				SPI_OK_SELECT, 2, args);
 	if (SPI_processed > 0)
 	{
 		char	   *exp = sbx_spi_text(0, 4);
@@ -480,19 +516,23 @@ sbx_drop(const char *name, bool only_if_expired, const char *action,
  * Set a live sandbox's expiry to now() + ttl_secs; returns the new expiry.
  */
 TimestampTz
-sbx_extend(const char *name, int64 ttl_secs, const char *actor)
+sbx_extend(const char *name, const SbxRequest *req)
 {
 	char		ttl[32];
-	const char *args[2] = {name, ttl};
+	char		owner[16];
+	const char *args[4] = {name, ttl, owner, req->caller_is_admin ? "true" : "false"};
 	bool		isnull;
 	TimestampTz expires_at;
 
-	snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_secs);
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, req->ttl_secs);
+	snprintf(owner, sizeof(owner), "%u", req->caller);
 	sbx_xact_begin("pgsandbox: extending a sandbox");
 	sbx_spi("UPDATE pgsandbox.sandbox"
 			" SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::float8)"
-			" WHERE name = $1 AND status = 'ready' RETURNING expires_at",
-			SPI_OK_UPDATE_RETURNING, 2, args);
+			" WHERE name = $1 AND status = 'ready'"
+			"   AND (owner_oid = $3::oid OR $4::boolean)"
+			" RETURNING expires_at",
+			SPI_OK_UPDATE_RETURNING, 4, args);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -500,11 +540,14 @@ sbx_extend(const char *name, int64 ttl_secs, const char *actor)
 				 errdetail("Only a ready sandbox can be extended.")));
 	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_log_event(name, "extend", actor,
+	sbx_log_event(name, "extend", req->actor,
 				  psprintf("expires at %s", timestamptz_to_str(expires_at)));
 	sbx_xact_commit();
 	return expires_at;
 }
+
+/* The worker acting on its own: as an admin, on live sandboxes. */
+const SbxRequest sbx_worker_request = {.caller_is_admin = true};
 
 /* Names of live sandboxes whose time is up, oldest expiry first. */
 List *
@@ -557,7 +600,7 @@ sbx_reconcile(void)
 	{
 		char	   *name = lfirst(lc);
 
-		(void) sbx_drop(name, false, "cleanup", SBX_WORKER_ACTOR);
+		(void) sbx_drop(name, &sbx_worker_request, "cleanup", SBX_WORKER_ACTOR);
 		ereport(LOG,
 				(errmsg("pgsandbox: finished dropping sandbox \"%s\", whose database was gone", name)));
 	}

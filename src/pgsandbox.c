@@ -30,6 +30,8 @@ int			sbx_max_concurrent_clones = 2;
 char	   *sbx_host = NULL;
 int			sbx_port = 0;
 char	   *sbx_bin_dir = NULL;
+int			sbx_max_sandboxes = 100;
+int			sbx_max_sandboxes_per_owner = 10;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -113,10 +115,30 @@ _PG_init(void)
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
+	DefineCustomIntVariable("pgsandbox.max_sandboxes",
+							"Number of live sandboxes the cluster may hold.",
+							"Sandboxes being cloned count too.",
+							&sbx_max_sandboxes,
+							100, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_sandboxes_per_owner",
+							"Number of live sandboxes one role may own.",
+							"Sandboxes being cloned count too.",
+							&sbx_max_sandboxes_per_owner,
+							10, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pgsandbox");
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+
+	sbx_install_login_check();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sbx_shmem_request;

@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_add_source);
+PG_FUNCTION_INFO_V1(pgsandbox_remove_source);
 PG_FUNCTION_INFO_V1(pgsandbox_clone);
 PG_FUNCTION_INFO_V1(pgsandbox_drop);
 PG_FUNCTION_INFO_V1(pgsandbox_extend);
@@ -122,7 +123,9 @@ sbx_init_request(SbxRequest *req, SbxRequestKind kind)
 {
 	memset(req, 0, sizeof(*req));
 	req->kind = kind;
-	strlcpy(req->actor, GetUserNameFromId(GetSessionUserId(), false),
+	req->caller = sbx_caller();
+	req->caller_is_admin = sbx_is_admin(req->caller);
+	strlcpy(req->actor, GetUserNameFromId(req->caller, false),
 			sizeof(req->actor));
 }
 
@@ -167,6 +170,7 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	allow_data = PG_GETARG_BOOL(2);
 
 	sbx_check_database();
+	sbx_require_admin();
 	sbx_check_source_name(name);
 	sbx_conninfo_validate(conninfo, &parts);
 
@@ -203,10 +207,43 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 }
 
 /*
- * Check that a source exists and allows what is asked of it.
+ * remove_source(name text)
+ */
+Datum
+pgsandbox_remove_source(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	int			rc;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_check_database();
+	sbx_require_admin();
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	values[0] = CStringGetTextDatum(name);
+
+	SPI_connect();
+	rc = SPI_execute_with_args("DELETE FROM pgsandbox.source WHERE name = $1",
+							   1, argtypes, values, NULL, false, 0);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "could not remove source: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 strlen(name) < NAMEDATALEN ?
+				 errmsg("source \"%s\" does not exist", name) :
+				 errmsg("source does not exist")));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * Check that the caller may clone a source as asked.  The worker checks
+ * again when it takes the request; this is for failing early.
  */
 static void
-sbx_check_source(const char *source, bool schema_only)
+sbx_check_source(const SbxRequest *req)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
@@ -214,26 +251,20 @@ sbx_check_source(const char *source, bool schema_only)
 	bool		allow_data;
 	int			rc;
 
-	values[0] = CStringGetTextDatum(source);
 	SPI_connect();
+	if (!sbx_may_clone(req->caller, req->caller_is_admin, req->source))
+		sbx_report_source_denied(req->source, req->caller_is_admin);
+	values[0] = CStringGetTextDatum(req->source);
 	rc = SPI_execute_with_args("SELECT allow_data FROM pgsandbox.source WHERE name = $1",
 							   1, argtypes, values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" does not exist", source),
-				 errhint("An administrator approves sources with pgsandbox.add_source().")));
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not look up source \"%s\"", req->source);
 	allow_data = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 
-	if (!schema_only && !allow_data)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("source \"%s\" does not allow copying data", source),
-				 errhint("Clone it with schema_only => true, or approve it with allow_data => true.")));
+	if (!req->schema_only && !allow_data)
+		sbx_report_data_denied(req->source);
 }
 
 /*
@@ -284,12 +315,9 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 
 	sbx_check_database();
 	if (strlen(source) >= NAMEDATALEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source does not exist"),
-				 errdetail("No source has a name that long.")));
-	sbx_check_source(source, req.schema_only);
+		sbx_report_source_denied(source, req.caller_is_admin);
 	strlcpy(req.source, source, sizeof(req.source));
+	sbx_check_source(&req);
 
 	sbx_run_request(&req, &result);
 

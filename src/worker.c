@@ -375,11 +375,11 @@ sbx_serve_drop(int slot, const SbxRequest *req)
 	PG_TRY();
 	{
 		if (req->kind == SBX_REQ_DROP)
-			outcome.dropped = sbx_drop(req->name, req->only_if_expired,
+			outcome.dropped = sbx_drop(req->name, req,
 									   req->only_if_expired ? "expire" : "drop",
 									   req->actor);
 		else
-			outcome.expires_at = sbx_extend(req->name, req->ttl_secs, req->actor);
+			outcome.expires_at = sbx_extend(req->name, req);
 		sbx_request_finish(slot, &outcome);
 	}
 	PG_CATCH();
@@ -508,7 +508,10 @@ sbx_reap(void)
 
 		PG_TRY();
 		{
-			if (sbx_drop(name, true, "expire", SBX_WORKER_ACTOR))
+			SbxRequest	reaper = sbx_worker_request;
+
+			reaper.only_if_expired = true;
+			if (sbx_drop(name, &reaper, "expire", SBX_WORKER_ACTOR))
 				ereport(LOG,
 						(errmsg("pgsandbox: dropped expired sandbox \"%s\"", name)));
 		}

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
-	  libpq-dev libipc-run-perl make gcc)
+	  libpq-dev libkrb5-dev libipc-run-perl make gcc)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,0 +1,315 @@
+/*-------------------------------------------------------------------------
+ *
+ * doctor.c
+ *	  pgsandbox.doctor(): what an administrator should fix for pgsandbox to
+ *	  work, and to work safely.
+ *
+ * Each check gives one row: its name, whether it passed, and a sentence
+ * saying what was found.  The checks only read; a source is connected to
+ * with a short timeout to learn its server version.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "postmaster/bgworker_internals.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(pgsandbox_doctor);
+
+typedef struct SbxDoctor
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+} SbxDoctor;
+
+static void
+sbx_doctor_row(SbxDoctor *d, const char *check, bool ok, const char *detail)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(check);
+	values[1] = BoolGetDatum(ok);
+	values[2] = CStringGetTextDatum(detail);
+	tuplestore_putvalues(d->store, d->desc, values, nulls);
+}
+
+/* Major version of a client program, from its --version output, or 0. */
+static int
+sbx_program_major(const char *path)
+{
+	char	   *argv[3];
+	char	  **envp;
+	SbxChild	child;
+	int			outpipe[2];
+	char		buf[256];
+	ssize_t		n;
+	int			major = 0;
+	const char *p;
+
+	argv[0] = (char *) path;
+	argv[1] = "--version";
+	argv[2] = NULL;
+	envp = sbx_child_environment(NULL, NULL, NULL, NULL);
+	if (pipe(outpipe) < 0)
+		return 0;
+	sbx_child_start(&child, "pg_dump", argv, envp, -1, outpipe[1]);
+	close(outpipe[1]);
+	n = read(outpipe[0], buf, sizeof(buf) - 1);
+	close(outpipe[0]);
+	sbx_children_wait(&child, 1);
+	if (n <= 0 || !sbx_child_succeeded(&child))
+		return 0;
+	buf[n] = '\0';
+	/* "pg_dump (PostgreSQL) 15.20 (Debian ...)" */
+	p = strstr(buf, ") ");
+	if (p)
+		major = atoi(p + 2);
+	return major;
+}
+
+static void
+sbx_check_programs(SbxDoctor *d, int *dump_major)
+{
+	const char *dir = sbx_effective_bin_dir();
+	const char *const programs[] = {"pg_dump", "pg_restore"};
+
+	*dump_major = 0;
+	for (int i = 0; i < lengthof(programs); i++)
+	{
+		char	   *path = psprintf("%s/%s", dir, programs[i]);
+		char	   *check = psprintf("%s found", programs[i]);
+		int			major;
+
+		if (access(path, X_OK) != 0)
+		{
+			sbx_doctor_row(d, check, false,
+						   psprintf("%s is not an executable file; set pgsandbox.bin_dir.", path));
+			continue;
+		}
+		major = sbx_program_major(path);
+		if (i == 0)
+			*dump_major = major;
+		sbx_doctor_row(d, check, major > 0,
+					   major > 0 ? psprintf("%s, version %d.", path, major)
+					   : psprintf("%s did not tell its version.", path));
+	}
+}
+
+/* Every source's server must not be newer than pg_dump. */
+static void
+sbx_check_sources(SbxDoctor *d, int dump_major)
+{
+	List	   *names = NIL;
+	List	   *conninfos = NIL;
+	ListCell   *ln;
+	ListCell   *lc;
+	MemoryContext outer = CurrentMemoryContext;
+
+	SPI_connect();
+	if (SPI_execute("SELECT name, conninfo FROM pgsandbox.source ORDER BY name",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the sources");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		MemoryContext old = MemoryContextSwitchTo(outer);
+
+		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		conninfos = lappend(conninfos, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+
+	forboth(ln, names, lc, conninfos)
+	{
+		const char *name = lfirst(ln);
+		const char **keywords;
+		const char **values;
+		const char *secrets[2];
+		char	   *check = psprintf("source \"%s\" can be dumped", name);
+		PGconn	   *conn;
+		int			n = 0;
+
+		sbx_conninfo_to_params(lfirst(lc), &keywords, &values);
+		while (keywords[n] != NULL)
+			n++;
+		/* a timeout of our own unless the source sets one */
+		keywords = repalloc(keywords, sizeof(char *) * (n + 2));
+		values = repalloc(values, sizeof(char *) * (n + 2));
+		memmove(keywords + 1, keywords, sizeof(char *) * (n + 1));
+		memmove(values + 1, values, sizeof(char *) * (n + 1));
+		keywords[0] = "connect_timeout";
+		values[0] = "5";
+
+		secrets[0] = sbx_conninfo_password(lfirst(lc));
+		secrets[1] = NULL;
+		if (secrets[0] == NULL)
+			secrets[0] = "";
+
+		conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
+		if (PQstatus(conn) != CONNECTION_OK)
+		{
+			char	   *msg = sbx_redact(PQerrorMessage(conn), secrets);
+
+			msg[strcspn(msg, "\n")] = '\0';
+			sbx_doctor_row(d, check, false, psprintf("Cannot connect: %s", msg));
+		}
+		else
+		{
+			int			major = PQserverVersion(conn) / 10000;
+
+			if (dump_major > 0 && major > dump_major)
+				sbx_doctor_row(d, check, false,
+							   psprintf("The source runs PostgreSQL %d and pg_dump is version %d; "
+										"pg_dump cannot dump a newer server.", major, dump_major));
+			else
+				sbx_doctor_row(d, check, true,
+							   psprintf("The source runs PostgreSQL %d.", major));
+		}
+		libpqsrv_disconnect(conn);
+	}
+}
+
+/*
+ * pg_hba.conf lines that let sandbox roles in without a password, or that
+ * could not be read.
+ */
+static void
+sbx_check_hba(SbxDoctor *d)
+{
+	StringInfoData found;
+
+	initStringInfo(&found);
+	SPI_connect();
+	if (SPI_execute("SELECT line_number, type, auth_method, error"
+					"  FROM pg_catalog.pg_hba_file_rules"
+					" WHERE error IS NOT NULL"
+					"    OR (auth_method IN ('trust')"
+					"        AND (user_name && ARRAY['all', '+" SBX_SANDBOX_GROUP "']"
+					"             OR EXISTS (SELECT 1 FROM unnest(user_name) u WHERE u LIKE 'sbx\\_%')))"
+					" ORDER BY line_number", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_hba_file_rules");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *line = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *method = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		char	   *error = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4);
+
+		appendStringInfo(&found, "%sline %s %s", found.len ? "; " : "",
+						 line ? line : "?",
+						 error ? psprintf("has an error: %s", error)
+						 : psprintf("lets sandbox roles in with \"%s\", without a password", method));
+	}
+	SPI_finish();
+
+	if (found.len == 0)
+		sbx_doctor_row(d, "pg_hba.conf asks sandbox roles for their password", true,
+					   "No line lets sandbox roles in without a password.");
+	else
+		sbx_doctor_row(d, "pg_hba.conf asks sandbox roles for their password", false,
+					   psprintf("%s. Put a line such as \"local all +%s scram-sha-256\" above it, or narrow it.",
+								found.data, SBX_SANDBOX_GROUP));
+}
+
+/* Sandbox databases without a live catalog row, and the reverse. */
+static void
+sbx_check_catalog(SbxDoctor *d)
+{
+	StringInfoData orphans;
+	StringInfoData missing;
+
+	initStringInfo(&orphans);
+	initStringInfo(&missing);
+	SPI_connect();
+	if (SPI_execute("SELECT d.datname FROM pg_catalog.pg_database d"
+					" WHERE pg_catalog.pg_has_role(d.datdba, '" SBX_SANDBOX_GROUP "', 'MEMBER')"
+					"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+					"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
+					"                      AND s.status IN ('cloning', 'ready'))"
+					" ORDER BY 1", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_database");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		appendStringInfo(&orphans, "%s%s", orphans.len ? ", " : "",
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	if (SPI_execute("SELECT s.name FROM pgsandbox.sandbox s"
+					" WHERE s.status = 'ready'"
+					"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
+					"                    WHERE d.datname = s.name AND d.oid = s.db_oid)"
+					" ORDER BY 1", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the sandboxes");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		appendStringInfo(&missing, "%s%s", missing.len ? ", " : "",
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+
+	sbx_doctor_row(d, "every sandbox database is tracked", orphans.len == 0,
+				   orphans.len == 0 ? "No database of a sandbox role lacks a live catalog row."
+				   : psprintf("Databases owned by sandbox roles with no live catalog row: %s. "
+							  "pgsandbox will not drop them; check and drop them by hand.",
+							  orphans.data));
+	sbx_doctor_row(d, "every ready sandbox has its database", missing.len == 0,
+				   missing.len == 0 ? "Every ready sandbox has its database."
+				   : psprintf("Ready sandboxes without their database: %s. "
+							  "The worker finishes their drop when it next starts.",
+							  missing.data));
+}
+
+/*
+ * doctor() RETURNS TABLE(check text, ok boolean, detail text)
+ */
+Datum
+pgsandbox_doctor(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SbxDoctor	d;
+	int			dump_major;
+	pid_t		worker_pid = 0;
+	int			needed;
+
+	sbx_require_admin();
+	InitMaterializedSRF(fcinfo, 0);
+	d.store = rsinfo->setResult;
+	d.desc = rsinfo->setDesc;
+
+	if (sbx_shared == NULL)
+	{
+		sbx_doctor_row(&d, "loaded at server start", false,
+					   "pgsandbox is not in shared_preload_libraries: add it and restart the server.");
+		return (Datum) 0;
+	}
+	sbx_doctor_row(&d, "loaded at server start", true,
+				   "pgsandbox is in shared_preload_libraries.");
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	worker_pid = sbx_shared->worker_pid;
+	LWLockRelease(sbx_shared->lock);
+	sbx_doctor_row(&d, "worker running", worker_pid != 0,
+				   worker_pid != 0 ? psprintf("The pgsandbox worker runs as process %d.", (int) worker_pid)
+				   : psprintf("No pgsandbox worker runs for database \"%s\"; see the server log.",
+							  sbx_database));
+
+	needed = 1 + sbx_max_concurrent_clones;
+	sbx_doctor_row(&d, "max_worker_processes", max_worker_processes >= needed,
+				   psprintf("max_worker_processes is %d; pgsandbox needs %d (its worker and "
+							"pgsandbox.max_concurrent_clones = %d clone workers), and parallel "
+							"queries take from the same pool.",
+							max_worker_processes, needed, sbx_max_concurrent_clones));
+
+	sbx_check_programs(&d, &dump_major);
+	sbx_check_sources(&d, dump_major);
+	sbx_check_hba(&d);
+	sbx_check_catalog(&d);
+	return (Datum) 0;
+}
