@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+#
+# demo.sh: a guided tour of pgsandbox on a throwaway PostgreSQL 15 cluster.
+#
+# Run as root from the repository root on Debian 12:
+#
+#     sudo bash demo/demo.sh
+#
+# It installs what it needs (test/install-deps.sh), builds and installs the
+# extension, starts a private cluster as the "postgres" OS user in a fresh
+# temporary directory, makes a small source database "shop", clones it into
+# a sandbox, works in the sandbox with the sandbox's own login, and waits
+# for the background worker to drop the sandbox when its time is up.  The
+# cluster is stopped and the directory removed at the end, also on failure.
+#
+# Environment:
+#   PORT             port of the throwaway cluster (default 5520); it listens
+#                    only on a Unix socket in its own directory
+#   DEMO_SKIP_BUILD  set to 1 to use the pgsandbox already installed instead
+#                    of running make and make install
+#
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+port=${PORT:-5520}
+pgbin=/usr/lib/postgresql/15/bin
+ttl='15 seconds'
+ttl_secs=15
+gc_interval_secs=2
+
+# Nothing from the caller's environment may steer a connection.
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^PG' || true)
+
+if [ -t 1 ]; then
+	bold=$'\033[1m' dim=$'\033[2m' red=$'\033[31m' green=$'\033[32m' off=$'\033[0m'
+else
+	bold='' dim='' red='' green='' off=''
+fi
+
+section()
+{
+	printf '\n%s==== %s ====%s\n' "$bold" "$*" "$off"
+}
+
+say()
+{
+	printf '%s\n' "$*"
+}
+
+ok()
+{
+	printf '  %sok%s  %s\n' "$green" "$off" "$*"
+}
+
+die()
+{
+	printf '\n%sdemo failed: %s%s\n' "$red" "$*" "$off" >&2
+	exit 1
+}
+
+indent()
+{
+	sed 's/^/    /'
+}
+
+trap 'printf "\n%sdemo failed: the command at line %s exited with status %s%s\n" "$red" "$LINENO" "$?" "$off" >&2' ERR
+
+if [ "$(id -u)" != 0 ]; then
+	echo "demo.sh must run as root (it installs packages): sudo bash demo/demo.sh" >&2
+	exit 1
+fi
+case $port in
+	'' | *[!0-9]*) die "PORT must be a number, not \"$port\"" ;;
+esac
+
+###########################################################################
+section "1. Install dependencies, build and install pgsandbox"
+###########################################################################
+
+say "Debian packages (PostgreSQL 15 server, client and headers, libpq, make, gcc):"
+bash "$repo/test/install-deps.sh"
+ok "packages present"
+
+if [ "${DEMO_SKIP_BUILD:-0}" = 1 ]; then
+	say "DEMO_SKIP_BUILD=1: using the pgsandbox already installed."
+else
+	say "make && make install in $repo"
+	make -C "$repo" -s PG_CONFIG="$pgbin/pg_config"
+	make -C "$repo" -s PG_CONFIG="$pgbin/pg_config" install
+fi
+pkglibdir=$("$pgbin/pg_config" --pkglibdir)
+[ -f "$pkglibdir/pgsandbox.so" ] || die "pgsandbox.so is not installed in $pkglibdir"
+[ -f "$("$pgbin/pg_config" --sharedir)/extension/pgsandbox.control" ] ||
+	die "pgsandbox.control is not installed"
+ok "pgsandbox installed in $pkglibdir"
+id postgres >/dev/null 2>&1 || die "there is no \"postgres\" OS user"
+
+###########################################################################
+section "2. Start a throwaway PostgreSQL 15 cluster"
+###########################################################################
+
+tmp=$(mktemp -d /tmp/pgsandbox-demo.XXXXXX)
+data=$tmp/data
+sock=$tmp/sock
+log=$tmp/server.log
+started=0
+
+cleanup()
+{
+	local status=$?
+
+	set +e
+	trap - EXIT INT TERM ERR
+	if [ "$started" = 1 ]; then
+		if [ $status -ne 0 ] && [ -f "$log" ]; then
+			printf '\nLast lines of the server log:\n' >&2
+			tail -n 30 "$log" | indent >&2
+		fi
+		printf '\n%sStopping the throwaway cluster%s\n' "$dim" "$off"
+		if ! runuser -u postgres -- "$pgbin/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null; then
+			# the postmaster we started did not stop in time
+			pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null)
+			[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+		fi
+	fi
+	printf '%sRemoving %s%s\n' "$dim" "$tmp" "$off"
+	rm -rf "$tmp"
+	exit $status
+}
+trap cleanup EXIT
+trap 'printf "\ninterrupted\n" >&2; exit 130' INT
+trap 'printf "\nterminated\n" >&2; exit 143' TERM
+
+mkdir "$sock"
+chown -R postgres: "$tmp"
+# the postgres user may not be able to enter the directory we were run from
+cd "$tmp"
+
+as_postgres()
+{
+	runuser -u postgres -- "$@"
+}
+
+say "initdb in $data, as the postgres OS user (the server refuses to run as root)"
+as_postgres "$pgbin/initdb" -D "$data" -U postgres -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 ||
+	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+
+cat >>"$data/postgresql.conf" <<EOF
+
+# pgsandbox demo
+shared_preload_libraries = 'pgsandbox'
+pgsandbox.gc_interval = ${gc_interval_secs}s
+listen_addresses = ''
+unix_socket_directories = '$sock'
+port = $port
+EOF
+
+# Trust only the superuser, locally; everyone else, sandbox roles included,
+# must give a real password.
+cat >"$data/pg_hba.conf" <<EOF
+# TYPE  DATABASE  USER      METHOD
+local   all       postgres  trust
+local   all       all       scram-sha-256
+EOF
+chown postgres: "$data/postgresql.conf" "$data/pg_hba.conf"
+
+say "settings added to postgresql.conf:"
+sed -n '/^# pgsandbox demo/,$p' "$data/postgresql.conf" | indent
+say "pg_hba.conf:"
+indent <"$data/pg_hba.conf"
+
+started=1
+as_postgres "$pgbin/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null ||
+	die "the server did not start"
+ok "server running: socket directory $sock, port $port"
+
+# psql as the superuser; -e echoes each statement before its result
+admin()
+{
+	local db=$1
+
+	shift
+	as_postgres "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off \
+		-h "$sock" -p "$port" -U postgres -d "$db" "$@"
+}
+
+# one value from the superuser's session
+admin_value()
+{
+	admin "$1" -At -c "$2"
+}
+
+###########################################################################
+section "3. A sample source database \"shop\", approved as a clone source"
+###########################################################################
+
+say "Creating database shop: customers, orders (with a foreign key), a view, a function."
+admin postgres -c 'CREATE DATABASE shop'
+admin shop <<'SQL'
+CREATE TABLE customers (
+	id		integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name	text NOT NULL,
+	email	text NOT NULL UNIQUE,
+	city	text NOT NULL
+);
+COMMENT ON TABLE customers IS 'People who buy from the shop';
+COMMENT ON COLUMN customers.email IS 'Where receipts are sent';
+
+CREATE TABLE orders (
+	id			integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	customer_id	integer NOT NULL REFERENCES customers (id),
+	ordered_at	date NOT NULL,
+	amount		numeric(10, 2) NOT NULL CHECK (amount > 0)
+);
+CREATE INDEX orders_customer_id ON orders (customer_id);
+COMMENT ON TABLE orders IS 'One row per order; amount in euros';
+
+INSERT INTO customers (name, email, city)
+SELECT 'Customer ' || i, 'customer' || i || '@example.com',
+	   (ARRAY['Lisbon', 'Oslo', 'Lyon', 'Graz'])[1 + i % 4]
+  FROM generate_series(1, 12) AS i;
+
+INSERT INTO orders (customer_id, ordered_at, amount)
+SELECT 1 + (i * 7) % 12, date '2024-01-01' + i * 3, 5 + (i * 37) % 200 + 0.99
+  FROM generate_series(1, 40) AS i;
+
+CREATE VIEW customer_totals AS
+	SELECT c.id, c.name, count(o.id) AS orders, coalesce(sum(o.amount), 0) AS total
+	  FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+	 GROUP BY c.id, c.name;
+COMMENT ON VIEW customer_totals IS 'Number and sum of the orders of each customer';
+
+CREATE FUNCTION orders_in_city(city text) RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+	SELECT count(*) FROM orders o JOIN customers c ON c.id = o.customer_id
+	 WHERE c.city = orders_in_city.city
+$$;
+COMMENT ON FUNCTION orders_in_city(text) IS 'How many orders came from a city';
+SQL
+admin shop -e -c 'SELECT (SELECT count(*) FROM customers) AS customers, (SELECT count(*) FROM orders) AS orders' | indent
+
+src_customers=$(admin_value shop 'SELECT count(*) FROM customers')
+src_orders=$(admin_value shop 'SELECT count(*) FROM orders')
+# a fingerprint of every row, to compare the clone with
+fingerprint_sql="SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) FROM (SELECT 'c', c::text FROM customers c UNION ALL SELECT 'o', o::text FROM orders o) t"
+src_fingerprint=$(admin_value shop "$fingerprint_sql")
+
+say
+say "Installing the extension in the admin database (postgres) and approving shop."
+say "allow_data => true permits copying rows, not only the schema."
+admin postgres -e <<'SQL' | indent
+CREATE EXTENSION pgsandbox;
+SELECT pgsandbox.add_source('shop', 'dbname=shop', allow_data => true);
+SELECT name, allow_data, host, port, dbname, "user" FROM pgsandbox.sources;
+SQL
+
+###########################################################################
+section "4. Clone shop into a sandbox, with its data"
+###########################################################################
+
+clone_sql="SELECT name, conninfo, expires_at
+  FROM pgsandbox.clone('shop', schema_only => false, ttl => '$ttl',
+                       labels => '{\"task\": \"demo\", \"ticket\": \"DEMO-1\"}');"
+say "$clone_sql" | indent
+# The result holds the sandbox's password: it is kept in a variable, never
+# printed.
+row=$(admin postgres -At -F $'\t' -c "SET statement_timeout = '2min'" -c "$clone_sql") ||
+	die "clone() failed"
+IFS=$'\t' read -r name conninfo expires_at <<<"$row"
+unset row
+[[ $name =~ ^sbx_[a-z0-9]{8}$ ]] || die "unexpected sandbox name \"$name\""
+[[ $conninfo == *"password="* ]] || die "the conninfo has no password"
+
+mask_password()
+{
+	sed -E "s/password=('([^'\\\\]|\\\\.)*'|[^ ]*)/password=********/"
+}
+masked=$(mask_password <<<"$conninfo")
+password=$(sed -nE "s/.*password=([^ ]*).*/\1/p" <<<"$conninfo")
+[ -n "$password" ] && [[ $masked != *"$password"* ]] || die "could not mask the password"
+unset password
+
+say
+say "clone() returned when the sandbox was ready:"
+say "    name       $name"
+say "    conninfo   $masked"
+say "    expires_at $expires_at"
+say "The conninfo is the only place the password is ever shown; this script"
+say "keeps it in a variable and prints it masked."
+
+###########################################################################
+section "5. Work in the sandbox, logged in as the sandbox role"
+###########################################################################
+
+sandbox()
+{
+	"$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off -d "$conninfo" "$@"
+}
+
+say "psql -d \"$masked\""
+sandbox -e <<'SQL' | indent
+SELECT current_user, session_user, current_database();
+SELECT (SELECT count(*) FROM customers) AS customers,
+       (SELECT count(*) FROM orders) AS orders;
+-- who owns what was restored
+SELECT c.relname AS object,
+       CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view'
+                      WHEN 'S' THEN 'sequence' WHEN 'i' THEN 'index' END AS kind,
+       pg_get_userbyid(c.relowner) AS owner
+  FROM pg_class c
+ WHERE c.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT p.proname, 'function', pg_get_userbyid(p.proowner)
+  FROM pg_proc p
+ WHERE p.pronamespace = 'public'::regnamespace
+ ORDER BY kind, object;
+-- comments, the view and the function came along
+SELECT obj_description('orders'::regclass, 'pg_class') AS comment_on_orders,
+       orders_in_city('Oslo') AS orders_from_oslo,
+       (SELECT max(total) FROM customer_totals) AS best_customer_total;
+SQL
+
+[ "$(sandbox -At -c 'SELECT current_user')" = "$name" ] ||
+	die "the sandbox session does not run as $name"
+[ "$(sandbox -At -c 'SELECT count(*) FROM customers')" = "$src_customers" ] ||
+	die "the sandbox does not have the source's $src_customers customers"
+[ "$(sandbox -At -c 'SELECT count(*) FROM orders')" = "$src_orders" ] ||
+	die "the sandbox does not have the source's $src_orders orders"
+[ "$(sandbox -At -c "$fingerprint_sql")" = "$src_fingerprint" ] ||
+	die "the sandbox's rows differ from the source's"
+not_owned=$(sandbox -At <<'SQL'
+WITH me AS (SELECT oid FROM pg_roles WHERE rolname = current_user)
+SELECT (SELECT count(*) FROM pg_class
+         WHERE relnamespace = 'public'::regnamespace AND relowner <> (TABLE me))
+     + (SELECT count(*) FROM pg_proc
+         WHERE pronamespace = 'public'::regnamespace AND proowner <> (TABLE me))
+SQL
+)
+[ "$not_owned" = 0 ] || die "$not_owned restored objects are not owned by $name"
+ok "logged in as $name with its password"
+ok "row counts equal the source's: $src_customers customers, $src_orders orders"
+ok "row contents equal the source's (md5 $src_fingerprint)"
+ok "every restored table, view, sequence, index and function belongs to $name"
+
+say
+say "The password is really checked: the same conninfo with a wrong password fails."
+bad=$(sed -E "s/password=('([^'\\\\]|\\\\.)*'|[^ ]*)/password=not-the-password/" <<<"$conninfo")
+if err=$("$pgbin/psql" -X -At -d "$bad" -c 'SELECT 1' 2>&1); then
+	die "a wrong password was accepted"
+fi
+unset bad
+say "$err" | indent
+ok "wrong password refused"
+
+say
+say "Anything goes in the sandbox, since its role owns it:"
+PGOPTIONS='-c client_min_messages=warning' sandbox -e <<'SQL' | indent
+DELETE FROM orders;
+DROP TABLE customers CASCADE;
+SELECT (SELECT count(*) FROM orders) AS orders_left,
+       to_regclass('customers') AS customers_table;
+SQL
+[ "$(sandbox -At -c 'SELECT count(*) FROM orders')" = 0 ] ||
+	die "DELETE FROM orders did not empty the sandbox's orders"
+
+say
+say "...but the same role cannot change the source (the last dbname wins):"
+say "psql -d \"$masked dbname=shop\" -c 'DELETE FROM orders'"
+if err=$("$pgbin/psql" -X -At -v ON_ERROR_STOP=1 -d "$conninfo dbname=shop" -c 'DELETE FROM orders' 2>&1); then
+	die "the sandbox role could delete rows of the source"
+fi
+say "$err" | indent
+
+say
+say "The source is untouched:"
+admin shop -e -c 'SELECT (SELECT count(*) FROM customers) AS customers, (SELECT count(*) FROM orders) AS orders' | indent
+[ "$(admin_value shop 'SELECT count(*) FROM orders')" = "$src_orders" ] &&
+	[ "$(admin_value shop 'SELECT count(*) FROM customers')" = "$src_customers" ] &&
+	[ "$(admin_value shop "$fingerprint_sql")" = "$src_fingerprint" ] ||
+	die "the source changed"
+ok "source still has $src_customers customers and $src_orders orders, row for row"
+
+###########################################################################
+section "6. What pgsandbox recorded"
+###########################################################################
+
+admin postgres -e <<'SQL' | indent
+SELECT name, source, schema_only, status, labels,
+       expires_at - ready_at AS ttl, pg_size_pretty(size_bytes) AS size
+  FROM pgsandbox.sandboxes;
+SELECT to_char(at, 'HH24:MI:SS.MS') AS at, sandbox, action, actor, detail
+  FROM pgsandbox.events ORDER BY at;
+SQL
+
+###########################################################################
+section "7. The reaper drops the sandbox when its ttl runs out"
+###########################################################################
+
+say "The background worker looks for expired sandboxes every ${gc_interval_secs}s (pgsandbox.gc_interval)."
+timeout=$((ttl_secs + 10 * gc_interval_secs + 20))
+start=$SECONDS
+status=
+while :; do
+	status='' left=''
+	IFS='|' read -r status left < <(admin postgres -At -v name="$name" <<'SQL'
+SELECT status, greatest(0, ceil(extract(epoch FROM expires_at - now())))::int
+  FROM pgsandbox.sandboxes WHERE name = :'name';
+SQL
+) || true
+	elapsed=$((SECONDS - start))
+	if [ "$status" = dropped ]; then
+		printf '  [%3ds] status %s\n' "$elapsed" "$status"
+		break
+	fi
+	[ "$status" = ready ] || die "sandbox $name is \"$status\", expected ready or dropped"
+	if [ "$left" -gt 0 ]; then
+		printf '  [%3ds] status %s, expires in %ss\n' "$elapsed" "$status" "$left"
+	else
+		printf '  [%3ds] status %s, expired, waiting for the reaper\n' "$elapsed" "$status"
+	fi
+	[ "$elapsed" -lt "$timeout" ] || die "the sandbox was not dropped within ${timeout}s"
+	sleep 1
+done
+ok "sandbox $name dropped by the worker"
+
+say
+say "Its database and its role are gone:"
+admin postgres -e -v name="$name" <<'SQL' | indent
+SELECT (SELECT count(*) FROM pg_database WHERE datname = :'name') AS databases,
+       (SELECT count(*) FROM pg_roles WHERE rolname = :'name') AS roles;
+SQL
+[ "$(admin postgres -At -v name="$name" <<'SQL'
+SELECT (SELECT count(*) FROM pg_database WHERE datname = :'name')
+     + (SELECT count(*) FROM pg_roles WHERE rolname = :'name');
+SQL
+)" = 0 ] || die "the database or the role of $name still exists"
+ok "no database and no role named $name"
+
+say
+say "and its credentials no longer open anything:"
+if err=$("$pgbin/psql" -X -At -d "$conninfo" -c 'SELECT 1' 2>&1); then
+	die "the dropped sandbox still accepts logins"
+fi
+unset conninfo
+say "$err" | indent
+ok "login refused"
+
+say
+admin postgres -e <<'SQL' | indent
+SELECT name, status, ready_at, dropped_at FROM pgsandbox.sandboxes;
+SELECT to_char(at, 'HH24:MI:SS.MS') AS at, sandbox, action, actor, detail
+  FROM pgsandbox.events ORDER BY at;
+SQL
+expire_events=$(admin postgres -At -v name="$name" <<'SQL'
+SELECT count(*) FROM pgsandbox.events
+ WHERE sandbox = :'name' AND action = 'expire' AND actor = 'pgsandbox worker';
+SQL
+)
+[ "$expire_events" = 1 ] || die "expected one 'expire' event by 'pgsandbox worker', found $expire_events"
+ok "the events log the expiry, by 'pgsandbox worker'"
+
+say
+say "The server log says the same:"
+grep -E 'LOG: +pgsandbox' "$log" | indent || true
+
+section "Done: the demo succeeded"
