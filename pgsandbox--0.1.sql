@@ -34,6 +34,8 @@ CREATE TABLE pgsandbox.source (
 	port		text,
 	dbname		text,
 	"user"		text,
+	-- added by a non-superuser: its connection must authenticate by password
+	require_password boolean NOT NULL DEFAULT true,
 	added_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	added_by	name NOT NULL DEFAULT session_user
 );

@@ -111,6 +111,7 @@ typedef struct SbxCloneJob
 	char		password[SBX_PASSWORD_LEN + 1];
 	char		source[NAMEDATALEN];
 	char		conninfo[SBX_CONNINFO_MAX];
+	bool		require_password;	/* source added by a non-superuser */
 	bool		schema_only;
 
 	/* written by the clone worker before it exits */
@@ -178,7 +179,8 @@ typedef struct SbxConninfoParts
 	char	   *user;
 } SbxConninfoParts;
 
-extern void sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts);
+extern void sbx_conninfo_validate(const char *conninfo, bool trusted,
+								  SbxConninfoParts *parts);
 extern void sbx_conninfo_to_params(const char *conninfo,
 								   const char ***keywords,
 								   const char ***values);

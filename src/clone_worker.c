@@ -108,6 +108,14 @@ sbx_source_extensions(void)
 				 errmsg("could not connect to source \"%s\"", sbx_job.source),
 				 errdetail_internal("%s", msg)));
 	}
+	if (sbx_job.require_password && !PQconnectionUsedPassword(conn))
+	{
+		libpqsrv_disconnect(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the connection to source \"%s\" did not use its password", sbx_job.source),
+				 errdetail("The source was added by a non-superuser, so it must authenticate by password, not by the server's identity.")));
+	}
 
 	res = libpqsrv_exec(conn,
 						"SELECT e.extname, n.nspname"

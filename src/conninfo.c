@@ -24,6 +24,26 @@ static const char *const sbx_refused_keywords[] = {
 	NULL
 };
 
+/*
+ * Keywords that make the server read one of its own files.  Only a
+ * superuser may add a source that uses them.
+ */
+static const char *const sbx_file_keywords[] = {
+	"service", "passfile", "sslcert", "sslkey", "sslrootcert", "sslcrl",
+	"sslcrldir", NULL
+};
+
+static bool
+sbx_keyword_in(const char *keyword, const char *const *list)
+{
+	for (const char *const *k = list; *k != NULL; k++)
+	{
+		if (strcmp(keyword, *k) == 0)
+			return true;
+	}
+	return false;
+}
+
 static PQconninfoOption *
 sbx_conninfo_parse(const char *conninfo)
 {
@@ -62,11 +82,17 @@ sbx_conninfo_parse(const char *conninfo)
 /*
  * Check a source connection string and return the parts that may be shown.
  * Errors out on anything that cannot be used as a source.
+ *
+ * A source added by someone who is not a superuser ('trusted' false) must
+ * name a password and no file of the server: otherwise it could borrow the
+ * server's own identity (peer or trust authentication, the server's
+ * certificates and password file) to read databases its author cannot.
  */
 void
-sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts)
+sbx_conninfo_validate(const char *conninfo, bool trusted, SbxConninfoParts *parts)
 {
 	PQconninfoOption *opts;
+	bool		has_password = false;
 
 	if (strlen(conninfo) >= SBX_CONNINFO_MAX)
 		ereport(ERROR,
@@ -79,29 +105,36 @@ sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts)
 	memset(parts, 0, sizeof(*parts));
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 	{
+		char	   *kw;
+
 		if (o->val == NULL)
 			continue;
-		for (const char *const *r = sbx_refused_keywords; *r; r++)
+		kw = pstrdup(o->keyword);
+		if (sbx_keyword_in(kw, sbx_refused_keywords))
 		{
-			if (strcmp(o->keyword, *r) == 0)
-			{
-				PQconninfoFree(opts);
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("connection option \"%s\" is not allowed in a source",
-								o->keyword)));
-			}
+			PQconninfoFree(opts);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("connection option \"%s\" is not allowed in a source", kw)));
 		}
 		if (o->envvar == NULL)
 		{
-			char	   *kw = pstrdup(o->keyword);
-
 			PQconninfoFree(opts);
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("connection option \"%s\" is not supported in a source", kw),
 					 errdetail("pg_dump receives the source through environment variables, and this option has none.")));
 		}
+		if (!trusted && sbx_keyword_in(kw, sbx_file_keywords))
+		{
+			PQconninfoFree(opts);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("only a superuser may add a source with connection option \"%s\"", kw),
+					 errdetail("The option makes the server read one of its own files.")));
+		}
+		if (strcmp(kw, "password") == 0 && o->val[0] != '\0')
+			has_password = true;
 		if (strcmp(o->keyword, "host") == 0)
 			parts->host = pstrdup(o->val);
 		else if (strcmp(o->keyword, "port") == 0)
@@ -112,6 +145,13 @@ sbx_conninfo_validate(const char *conninfo, SbxConninfoParts *parts)
 			parts->user = pstrdup(o->val);
 	}
 	PQconninfoFree(opts);
+
+	if (!trusted && !has_password)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a source added by a non-superuser must carry a password"),
+				 errdetail("Without one, the source would be read with the server's own identity."),
+				 errhint("Give the connection string a user and password of a role that may read the source.")));
 }
 
 /*

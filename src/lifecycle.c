@@ -236,7 +236,7 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	if (!sbx_may_clone(req->caller, req->caller_is_admin, req->source))
 		sbx_report_source_denied(req->source, req->caller_is_admin);
 	args[0] = req->source;
-	sbx_spi("SELECT conninfo, allow_data FROM pgsandbox.source WHERE name = $1",
+	sbx_spi("SELECT conninfo, allow_data, require_password FROM pgsandbox.source WHERE name = $1",
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		sbx_report_source_denied(req->source, req->caller_is_admin);
@@ -245,6 +245,8 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 									SPI_tuptable->tupdesc, 2, &isnull)))
 		sbx_report_data_denied(req->source);
 	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
+	job->require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 3, &isnull));
 
 	snprintf(owner, sizeof(owner), "%u", req->caller);
 	args[0] = owner;

@@ -155,11 +155,12 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	char	   *name;
 	char	   *conninfo;
 	bool		allow_data;
+	bool		trusted;
 	SbxConninfoParts parts;
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
-	TEXTOID, TEXTOID};
-	Datum		values[7];
-	char		nulls[7];
+	Oid			argtypes[8] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
+	TEXTOID, TEXTOID, BOOLOID};
+	Datum		values[8];
+	char		nulls[8];
 	int			rc;
 
 	sbx_require_arg(fcinfo, 0, "source name");
@@ -172,7 +173,8 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	sbx_check_database();
 	sbx_require_admin();
 	sbx_check_source_name(name);
-	sbx_conninfo_validate(conninfo, &parts);
+	trusted = superuser_arg(sbx_caller());
+	sbx_conninfo_validate(conninfo, trusted, &parts);
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = CStringGetTextDatum(conninfo);
@@ -185,6 +187,7 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	SBX_PART(5, parts.dbname);
 	SBX_PART(6, parts.user);
 #undef SBX_PART
+	values[7] = BoolGetDatum(!trusted);
 
 	SPI_connect();
 	rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
@@ -196,9 +199,10 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("source \"%s\" already exists", name)));
 	rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
-							   "(name, conninfo, allow_data, host, port, dbname, \"user\") "
-							   "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-							   7, argtypes, values, nulls, false, 0);
+							   "(name, conninfo, allow_data, host, port, dbname, \"user\","
+							   " require_password) "
+							   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+							   8, argtypes, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "could not add source: %s", SPI_result_code_string(rc));
 	SPI_finish();
