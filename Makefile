@@ -18,3 +18,6 @@ PROVE_TESTS = test/t/*.pl
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS knows nothing of our header: every object depends on it.
+$(OBJS): include/pgsandbox.h
