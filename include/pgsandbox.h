@@ -147,6 +147,10 @@ extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
+/* rolling back a sandbox's prepared transactions (janitor.c) */
+extern void sbx_rollback_prepared(Oid dboid, const char *name);
+extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
+
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
 extern void sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job,
 							int64 *sandbox_id);

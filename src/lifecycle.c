@@ -388,30 +388,53 @@ static void
 sbx_drop_resources(const char *name, const char *role_oid)
 {
 	const char *args[2] = {name, role_oid};
-	bool		have_db;
+	Oid			dboid = InvalidOid;
 	bool		have_role;
+	bool		have_prepared = false;
+	bool		isnull;
 
 	if (role_oid == NULL)
 		return;					/* the role was never made, so no database */
 
+	/*
+	 * First the role loses its login, so that its credentials open nothing
+	 * even if what follows fails.
+	 */
 	sbx_xact_begin("pgsandbox: looking up sandbox resources");
-	sbx_spi("SELECT 1 FROM pg_catalog.pg_database"
-			" WHERE datname = $1 AND datdba = $2::oid", SPI_OK_SELECT, 2, args);
-	have_db = (SPI_processed > 0);
-	sbx_xact_commit();
-
-	if (have_db)
-		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
-									  quote_identifier(name)),
-							 "pgsandbox: dropping a sandbox database");
-
-	sbx_xact_begin("pgsandbox: dropping a sandbox role");
 	sbx_spi("SELECT 1 FROM pg_catalog.pg_roles"
 			" WHERE rolname = $1 AND oid = $2::oid", SPI_OK_SELECT, 2, args);
 	have_role = (SPI_processed > 0);
 	if (have_role)
-		sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(name)), NULL);
+		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)), NULL);
+	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+			"                      WHERE p.database = d.datname)"
+			" FROM pg_catalog.pg_database d"
+			" WHERE d.datname = $1 AND d.datdba = $2::oid", SPI_OK_SELECT, 2, args);
+	if (SPI_processed > 0)
+	{
+		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+		have_prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	sbx_xact_commit();
+
+	if (OidIsValid(dboid))
+	{
+		/* DROP DATABASE refuses a database with prepared transactions */
+		if (have_prepared)
+			sbx_rollback_prepared(dboid, name);
+		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
+									  quote_identifier(name)),
+							 "pgsandbox: dropping a sandbox database");
+	}
+
+	if (have_role)
+	{
+		sbx_xact_begin("pgsandbox: dropping a sandbox role");
+		sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(name)), NULL);
+		sbx_xact_commit();
+	}
 }
 
 /*
