@@ -7,7 +7,7 @@ DATA = pgsandbox--0.1.sql
 PGFILEDESC = "pgsandbox - disposable clones of approved databases"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
-PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(WERROR),-Werror)
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -Wno-clobbered $(if $(WERROR),-Werror)
 SHLIB_LINK_INTERNAL = $(libpq)
 
 REGRESS = setup sources clone_errors clone access

@@ -64,6 +64,14 @@ CREATE TABLE pgsandbox.sandbox (
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
 
+-- What run_sql and describe_schema need to log in as a sandbox's role,
+-- readable by no one but the owner of the extension; removed with the
+-- sandbox.
+CREATE TABLE pgsandbox.sandbox_secret (
+	sandbox_id	bigint PRIMARY KEY REFERENCES pgsandbox.sandbox ON DELETE CASCADE,
+	password	text NOT NULL
+);
+
 -- Audit log, written only by the lifecycle worker.
 CREATE TABLE pgsandbox.event (
 	id			bigserial PRIMARY KEY,
@@ -86,7 +94,7 @@ CREATE TABLE pgsandbox.source_grant (
 );
 
 REVOKE ALL ON pgsandbox.source, pgsandbox.sandbox, pgsandbox.event,
-	pgsandbox.source_grant FROM PUBLIC;
+	pgsandbox.source_grant, pgsandbox.sandbox_secret FROM PUBLIC;
 REVOKE ALL ON SEQUENCE pgsandbox.sandbox_id_seq, pgsandbox.event_id_seq FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('pgsandbox.source', '');
@@ -259,7 +267,125 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.doctor() IS
 	'What an administrator should fix for pgsandbox to work safely';
 
+CREATE FUNCTION pgsandbox.run_sql(name text, sql text,
+								  row_limit integer DEFAULT 100,
+								  read_only boolean DEFAULT false,
+								  timeout interval DEFAULT '30s')
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pgsandbox_run_sql'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.run_sql(text, text, integer, boolean, interval) IS
+	'Run SQL in a sandbox, logged in as its role; returns each statement''s outcome as JSON';
+
+CREATE FUNCTION pgsandbox.describe_schema(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pgsandbox_describe_schema'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.describe_schema(text) IS
+	'Schemas, tables, columns, constraints, indexes, views, functions and extensions of a sandbox, as JSON';
+
+/*
+ * The difference between two descriptions made by describe_schema: objects
+ * only in the sandbox (added), only in the source (dropped), and in both
+ * but different (changed; for tables, column by column).
+ */
+CREATE FUNCTION pgsandbox._schema_diff(source jsonb, sandbox jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH kinds(list, kind) AS (
+	VALUES ('schemas', 'schema'), ('tables', 'table'), ('views', 'view'),
+		   ('sequences', 'sequence'), ('functions', 'function'),
+		   ('extensions', 'extension')
+), objects AS (
+	SELECT k.kind, s.side,
+		   CASE jsonb_typeof(o) WHEN 'object' THEN o->>'name' ELSE o #>> '{}' END AS name,
+		   o
+	  FROM kinds k
+	 CROSS JOIN (VALUES ('source', $1), ('sandbox', $2)) AS s(side, doc)
+	 CROSS JOIN LATERAL jsonb_array_elements(COALESCE(s.doc->k.list, '[]')) o
+), pairs AS (
+	SELECT COALESCE(a.kind, b.kind) AS kind, COALESCE(a.name, b.name) AS name,
+		   a.o AS before, b.o AS after
+	  FROM (SELECT * FROM objects WHERE side = 'source') a
+	  FULL JOIN (SELECT * FROM objects WHERE side = 'sandbox') b
+		ON a.kind = b.kind AND a.name = b.name
+), table_changes AS (
+	SELECT p.kind, p.name, jsonb_strip_nulls(jsonb_build_object(
+		'kind', p.kind, 'name', p.name,
+		'columns_added', (SELECT jsonb_agg(c ORDER BY c->>'name')
+							FROM jsonb_array_elements(COALESCE(p.after->'columns', '[]')) c
+						   WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(COALESCE(p.before->'columns', '[]')) d
+											  WHERE d->>'name' = c->>'name')),
+		'columns_dropped', (SELECT jsonb_agg(c ORDER BY c->>'name')
+							  FROM jsonb_array_elements(COALESCE(p.before->'columns', '[]')) c
+							 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(COALESCE(p.after->'columns', '[]')) d
+												WHERE d->>'name' = c->>'name')),
+		'columns_changed', (SELECT jsonb_agg(jsonb_build_object('name', c->>'name', 'before', c, 'after', d)
+											 ORDER BY c->>'name')
+							  FROM jsonb_array_elements(COALESCE(p.before->'columns', '[]')) c
+							  JOIN jsonb_array_elements(COALESCE(p.after->'columns', '[]')) d
+								ON d->>'name' = c->>'name'
+							 WHERE c <> d),
+		'constraints_added', (SELECT jsonb_agg(x ORDER BY x) FROM (
+			SELECT jsonb_array_elements_text(COALESCE(p.after->'constraints', '[]')) EXCEPT
+			SELECT jsonb_array_elements_text(COALESCE(p.before->'constraints', '[]'))) AS t(x)),
+		'constraints_dropped', (SELECT jsonb_agg(x ORDER BY x) FROM (
+			SELECT jsonb_array_elements_text(COALESCE(p.before->'constraints', '[]')) EXCEPT
+			SELECT jsonb_array_elements_text(COALESCE(p.after->'constraints', '[]'))) AS t(x)),
+		'indexes_added', (SELECT jsonb_agg(x ORDER BY x) FROM (
+			SELECT jsonb_array_elements_text(COALESCE(p.after->'indexes', '[]')) EXCEPT
+			SELECT jsonb_array_elements_text(COALESCE(p.before->'indexes', '[]'))) AS t(x)),
+		'indexes_dropped', (SELECT jsonb_agg(x ORDER BY x) FROM (
+			SELECT jsonb_array_elements_text(COALESCE(p.before->'indexes', '[]')) EXCEPT
+			SELECT jsonb_array_elements_text(COALESCE(p.after->'indexes', '[]'))) AS t(x)),
+		'comment_before', CASE WHEN p.before->'comment' IS DISTINCT FROM p.after->'comment'
+							   THEN p.before->'comment' END,
+		'comment_after', CASE WHEN p.before->'comment' IS DISTINCT FROM p.after->'comment'
+							  THEN p.after->'comment' END,
+		'kind_before', CASE WHEN p.before->'kind' IS DISTINCT FROM p.after->'kind'
+							THEN COALESCE(p.before->'kind', '"table"') END,
+		'kind_after', CASE WHEN p.before->'kind' IS DISTINCT FROM p.after->'kind'
+						   THEN COALESCE(p.after->'kind', '"table"') END)) AS change
+	  FROM pairs p
+	 WHERE p.kind = 'table' AND p.before IS NOT NULL AND p.after IS NOT NULL
+	   AND p.before <> p.after
+)
+SELECT jsonb_build_object(
+	'added', COALESCE((SELECT jsonb_agg(jsonb_build_object('kind', kind, 'name', name)
+										ORDER BY kind, name)
+						 FROM pairs WHERE before IS NULL), '[]'),
+	'dropped', COALESCE((SELECT jsonb_agg(jsonb_build_object('kind', kind, 'name', name)
+										  ORDER BY kind, name)
+						   FROM pairs WHERE after IS NULL), '[]'),
+	'changed', COALESCE((SELECT jsonb_agg(c.change ORDER BY c.kind, c.name) FROM (
+			SELECT kind, name, change FROM table_changes
+			UNION ALL
+			SELECT kind, name, jsonb_build_object('kind', kind, 'name', name,
+												  'before', before, 'after', after)
+			  FROM pairs
+			 WHERE kind <> 'table' AND before IS NOT NULL AND after IS NOT NULL
+			   AND before <> after) c), '[]'))
+$$;
+COMMENT ON FUNCTION pgsandbox._schema_diff(jsonb, jsonb) IS
+	'Internal: compare two schema descriptions';
+
+CREATE FUNCTION pgsandbox.schema_diff(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pgsandbox_schema_diff'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.schema_diff(text) IS
+	'What differs between a sandbox''s schema and its source''s: objects added, dropped and changed';
+
 REVOKE ALL ON FUNCTION
+	pgsandbox._schema_diff(jsonb, jsonb),
+	pgsandbox.run_sql(text, text, integer, boolean, interval),
+	pgsandbox.describe_schema(text),
+	pgsandbox.schema_diff(text),
 	pgsandbox._caller(),
 	pgsandbox._caller_is_admin(),
 	pgsandbox.add_source(text, text, boolean),
@@ -277,6 +403,9 @@ FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
 	pgsandbox._caller(),
 	pgsandbox._caller_is_admin(),
+	pgsandbox.run_sql(text, text, integer, boolean, interval),
+	pgsandbox.describe_schema(text),
+	pgsandbox.schema_diff(text),
 	pgsandbox.clone(text, boolean, interval, jsonb),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),

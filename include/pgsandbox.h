@@ -154,8 +154,8 @@ extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
 extern void sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job,
 							int64 *sandbox_id);
-extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *actor,
-								   double seconds);
+extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *password,
+								   const char *actor, double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern bool sbx_drop(const char *name, const SbxRequest *req,
@@ -173,6 +173,12 @@ extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
 extern void sbx_report_source_denied(const char *source, bool is_admin) pg_attribute_noreturn();
 extern void sbx_report_data_denied(const char *source) pg_attribute_noreturn();
 extern void sbx_install_login_check(void);
+
+/* logging into sandboxes and sources from a backend (sandbox_conn.c) */
+typedef struct pg_conn PGconn;
+extern PGconn *sbx_sandbox_connect(const char *name, char **source);
+extern PGconn *sbx_source_connect(const char *source);
+extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);
 
 /* source connection strings (conninfo.c) */
 typedef struct SbxConninfoParts

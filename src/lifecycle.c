@@ -354,10 +354,11 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
  * Mark a sandbox ready: its expiry counts from now.  Returns the expiry.
  */
 TimestampTz
-sbx_clone_ready(int64 sandbox_id, const char *actor, double seconds)
+sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
+				double seconds)
 {
 	char		idbuf[32];
-	const char *args[1];
+	const char *args[2];
 	bool		isnull;
 	TimestampTz expires_at;
 	char	   *name;
@@ -375,6 +376,10 @@ sbx_clone_ready(int64 sandbox_id, const char *actor, double seconds)
 	name = sbx_spi_text(0, 1);
 	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 2, &isnull));
+	/* for run_sql and describe_schema, which log in as the role */
+	args[1] = password;
+	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
+			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
 	sbx_log_event(name, "ready", actor, psprintf("cloned in %.1f s", seconds));
 	sbx_xact_commit();
 	return expires_at;
@@ -532,6 +537,8 @@ sbx_drop(const char *name, const SbxRequest *req, const char *action,
 	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'dropped',"
 			" dropped_at = pg_catalog.now() WHERE id = $1::bigint",
 			SPI_OK_UPDATE, 1, args);
+	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
+			SPI_OK_DELETE, 1, args);
 	sbx_log_event(name, action, actor, NULL);
 	sbx_xact_commit();
 	return true;

@@ -283,7 +283,8 @@ sbx_clone_finish(int j)
 	{
 		PG_TRY();
 		{
-			outcome.expires_at = sbx_clone_ready(job.sandbox_id, sbx_jobs[j].actor, secs);
+			outcome.expires_at = sbx_clone_ready(job.sandbox_id, job.password,
+												 sbx_jobs[j].actor, secs);
 			strlcpy(outcome.result_name, job.name, sizeof(outcome.result_name));
 			memcpy(outcome.password, job.password, sizeof(outcome.password));
 			sbx_request_finish(job.request, &outcome);

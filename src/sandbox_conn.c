@@ -1,0 +1,207 @@
+/*-------------------------------------------------------------------------
+ *
+ * sandbox_conn.c
+ *	  Logging into a sandbox as its own role, and into a sandbox's source,
+ *	  from the caller's backend, for run_sql, describe_schema and
+ *	  schema_diff.
+ *
+ * Task SQL never runs through SET ROLE or SET SESSION AUTHORIZATION of a
+ * privileged session: it goes over a real libpq login as the sandbox role,
+ * whose password the lifecycle worker stored in pgsandbox.sandbox_secret,
+ * a table only the extension's owner can read.  The functions that use it
+ * are SECURITY DEFINER and check first that the caller owns the sandbox or
+ * is an admin.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+
+/*
+ * Find a ready sandbox the caller may use: its password and its source's
+ * name.  A sandbox of someone else is, for a caller who is not an admin,
+ * one that does not exist.
+ */
+static void
+sbx_sandbox_lookup(const char *name, char **password, char **source)
+{
+	Oid			argtypes[3] = {TEXTOID, OIDOID, BOOLOID};
+	Datum		values[3];
+	MemoryContext outer = CurrentMemoryContext;
+	Oid			caller = sbx_caller();
+	int			rc;
+
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox does not exist"),
+				 errdetail("No sandbox has a name that long.")));
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = ObjectIdGetDatum(caller);
+	values[2] = BoolGetDatum(sbx_is_admin(caller));
+	SPI_connect();
+	rc = SPI_execute_with_args("SELECT k.password, s.source"
+							   "  FROM pgsandbox.sandbox s"
+							   "  JOIN pgsandbox.sandbox_secret k ON k.sandbox_id = s.id"
+							   " WHERE s.name = $1 AND s.status = 'ready'"
+							   "   AND (s.owner_oid = $2 OR $3)",
+							   3, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not look up sandbox \"%s\"", name);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name),
+				 errdetail("Only a ready sandbox can be used.")));
+	*password = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
+														SPI_tuptable->tupdesc, 1));
+	*source = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 2));
+	SPI_finish();
+}
+
+/*
+ * Log into a sandbox as its role.  Returns the connection; *source is set
+ * to the name of the sandbox's source.
+ */
+PGconn *
+sbx_sandbox_connect(const char *name, char **source)
+{
+	const char *keywords[8];
+	const char *values[8];
+	const char *secrets[2];
+	char	   *password;
+	char		portstr[16];
+	PGconn	   *conn;
+
+	sbx_sandbox_lookup(name, &password, source);
+	snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
+	keywords[0] = "host";
+	values[0] = sbx_effective_host();
+	keywords[1] = "port";
+	values[1] = portstr;
+	keywords[2] = "dbname";
+	values[2] = name;
+	keywords[3] = "user";
+	values[3] = name;
+	keywords[4] = "password";
+	values[4] = password;
+	keywords[5] = "application_name";
+	values[5] = "pgsandbox";
+	keywords[6] = NULL;
+	values[6] = NULL;
+
+	conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *msg;
+
+		secrets[0] = password;
+		secrets[1] = NULL;
+		msg = sbx_redact(PQerrorMessage(conn), secrets);
+		msg[strcspn(msg, "\n")] = '\0';
+		explicit_bzero(password, strlen(password));
+		libpqsrv_disconnect(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not log into sandbox \"%s\"", name),
+				 errdetail_internal("%s", msg)));
+	}
+	explicit_bzero(password, strlen(password));
+	return conn;
+}
+
+/*
+ * Connect to a source, as the clone worker does, for reading its schema.
+ */
+PGconn *
+sbx_source_connect(const char *source)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	char	   *conninfo;
+	bool		require_password;
+	const char **keywords;
+	const char **params;
+	const char *secrets[2];
+	PGconn	   *conn;
+	MemoryContext outer = CurrentMemoryContext;
+
+	values[0] = CStringGetTextDatum(source);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT conninfo, require_password FROM pgsandbox.source"
+							  " WHERE name = $1", 1, argtypes, values, NULL,
+							  true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source \"%s\"", source);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source \"%s\" of the sandbox no longer exists", source)));
+	conninfo = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1));
+	require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_finish();
+
+	secrets[0] = sbx_conninfo_password(conninfo);
+	secrets[1] = NULL;
+	if (secrets[0] == NULL)
+		secrets[0] = "";
+	sbx_conninfo_to_params(conninfo, &keywords, &params);
+	explicit_bzero(conninfo, strlen(conninfo));
+	conn = libpqsrv_connect_params(keywords, params, false, PG_WAIT_EXTENSION);
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *msg = sbx_redact(PQerrorMessage(conn), secrets);
+
+		msg[strcspn(msg, "\n")] = '\0';
+		libpqsrv_disconnect(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not connect to source \"%s\"", source),
+				 errdetail_internal("%s", msg)));
+	}
+	if (require_password && !PQconnectionUsedPassword(conn))
+	{
+		libpqsrv_disconnect(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the connection to source \"%s\" did not use its password", source)));
+	}
+	return conn;
+}
+
+/*
+ * Run one query that returns one row with one column, and return that
+ * value; raise the server's error otherwise.
+ */
+char *
+sbx_remote_value(PGconn *conn, const char *query, const char *what)
+{
+	PGresult   *res = libpqsrv_exec(conn, query, PG_WAIT_EXTENSION);
+	char	   *result;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+
+		PQclear(res);
+		msg[strcspn(msg, "\n")] = '\0';
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("could not read %s", what),
+				 errdetail_internal("%s", msg)));
+	}
+	result = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return result;
+}
