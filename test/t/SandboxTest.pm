@@ -1,0 +1,317 @@
+
+# SandboxTest.pm: helpers shared by the pgsandbox TAP tests.
+#
+# A node made here preloads pgsandbox, has the extension created in
+# "postgres", and checks passwords for every role but the bootstrap
+# superuser, so that a test logging in as a sandbox role proves that the
+# password pgsandbox returned really works.
+
+package SandboxTest;
+
+use strict;
+use warnings FATAL => 'all';
+
+use Exporter 'import';
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+our @EXPORT = qw(
+  sandbox_node superuser_name
+  sandbox_psql start_psql finish_psql
+  wait_until poll_value
+  clone_worker_pids child_processes process_alive wait_for_clone_children
+  check_clone_cleaned_up
+  tmp_entries sandbox_leftovers
+  make_slow_source replace_password
+);
+
+# The bootstrap superuser: initdb names it after the OS user.
+sub superuser_name
+{
+	return scalar getpwuid($<);
+}
+
+# A started node with pgsandbox preloaded and installed in "postgres".
+# $conf is appended to postgresql.conf.
+sub sandbox_node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $su = superuser_name();
+
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		    "shared_preload_libraries = 'pgsandbox'\n"
+		  . "max_connections = 40\n"
+		  . "max_worker_processes = 16\n"
+		  . "password_encryption = 'scram-sha-256'\n"
+		  . ($conf // ''));
+
+	# the superuser (the tests, pg_dump of local sources) is trusted; every
+	# other role, sandbox roles included, must give its password
+	open my $hba, '>', $node->data_dir . '/pg_hba.conf'
+	  or die "could not write pg_hba.conf: $!";
+	print $hba "local all $su trust\n";
+	print $hba "local all all scram-sha-256\n";
+	close $hba;
+
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION pgsandbox');
+	return $node;
+}
+
+# Run SQL through psql with a full connection string (e.g. a sandbox's
+# conninfo).  Returns (exit code, stdout, stderr).  Never prompts.
+sub sandbox_psql
+{
+	my ($node, $connstr, $sql) = @_;
+	my ($stdout, $stderr) = ('', '');
+	local %ENV = (%ENV, PGHOST => $node->host, PGPORT => $node->port);
+	delete $ENV{PGPASSWORD};
+	delete $ENV{PGUSER};
+	my $in = $sql;
+	IPC::Run::run(
+		[
+			$node->installed_command('psql'), '-XAtqw',
+			'-v', 'ON_ERROR_STOP=1', '-d', $connstr, '-f', '-'
+		],
+		'<', \$in, '>', \$stdout, '2>', \$stderr,
+		IPC::Run::timeout(120));
+	my $ret = $? >> 8;
+	chomp $stdout;
+	chomp $stderr;
+	return ($ret, $stdout, $stderr);
+}
+
+# Start psql in the background, running each SQL command of @cmds with -c
+# in one session.  $connstr is a full connection string.  Returns a handle
+# for finish_psql.
+sub start_psql
+{
+	my ($node, $connstr, @cmds) = @_;
+	my $h = { stdout => '', stderr => '' };
+	local %ENV = (%ENV, PGHOST => $node->host, PGPORT => $node->port);
+	delete $ENV{PGPASSWORD};
+	delete $ENV{PGUSER};
+	my @argv = ($node->installed_command('psql'), '-XAtqw', '-v',
+		'ON_ERROR_STOP=1', '-d', $connstr);
+	push @argv, '-c', $_ for @cmds;
+	$h->{run} = IPC::Run::start(\@argv, '<', '/dev/null',
+		'>', \$h->{stdout}, '2>', \$h->{stderr},
+		IPC::Run::timeout(180));
+	return $h;
+}
+
+# Wait for a background psql to end.  Returns (exit code, stdout, stderr).
+sub finish_psql
+{
+	my ($h) = @_;
+	eval { $h->{run}->finish; };
+	my $ret = $h->{run}->full_result(0);
+	$ret = defined $ret ? $ret >> 8 : -1;
+	chomp $h->{stdout};
+	chomp $h->{stderr};
+	return ($ret, $h->{stdout}, $h->{stderr});
+}
+
+# Call $check every 100 ms until it returns true or $timeout seconds have
+# passed.  Returns whether it became true.
+sub wait_until
+{
+	my ($check, $timeout) = @_;
+	my $deadline = time() + ($timeout // 30);
+	while (1)
+	{
+		return 1 if $check->();
+		return 0 if time() > $deadline;
+		usleep(100_000);
+	}
+}
+
+# Run $sql in "postgres" until it prints $expected (or $timeout seconds
+# pass); returns the last output.
+sub poll_value
+{
+	my ($node, $sql, $expected, $timeout) = @_;
+	my $out;
+	wait_until(
+		sub {
+			my ($ret, $stdout) = $node->psql('postgres', $sql);
+			$out = $stdout;
+			return $ret == 0 && $stdout eq $expected;
+		},
+		$timeout);
+	return $out;
+}
+
+# pids of the running "pgsandbox clone" workers
+sub clone_worker_pids
+{
+	my ($node) = @_;
+	my $out = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone' ORDER BY pid"
+	);
+	return grep { $_ ne '' } split /\n/, $out;
+}
+
+# The processes whose parent is $ppid: a list of [pid, command line].
+sub child_processes
+{
+	my ($ppid) = @_;
+	my @children;
+	opendir my $dh, '/proc' or die "could not read /proc: $!";
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		my $stat;
+		next unless open my $fh, '<', "/proc/$pid/stat";
+		$stat = <$fh>;
+		close $fh;
+		next unless defined $stat && $stat =~ /\)\s+\S+\s+(\d+)/;
+		next unless $1 == $ppid;
+		my $cmd = '';
+		if (open my $ch, '<', "/proc/$pid/cmdline")
+		{
+			local $/;
+			$cmd = <$ch> // '';
+			close $ch;
+			$cmd =~ s/\0/ /g;
+		}
+		push @children, [ $pid, $cmd ];
+	}
+	closedir $dh;
+	return @children;
+}
+
+# Wait (up to $timeout s) until exactly one clone worker runs and has a
+# child for each program named in @programs ('pg_dump', 'pg_restore').
+# Returns (worker pid, [pid, command line] of each of its children), or
+# nothing if that did not happen.
+sub wait_for_clone_children
+{
+	my ($node, $timeout, @programs) = @_;
+	my ($wpid, @kids);
+	my $ok = wait_until(
+		sub {
+			my @w = clone_worker_pids($node);
+			return 0 unless @w == 1;
+			$wpid = $w[0];
+			@kids = child_processes($wpid);
+			for my $p (@programs)
+			{
+				return 0 unless grep { $_->[1] =~ m{(?:^|/)\Q$p\E\s} } @kids;
+			}
+			return 1;
+		},
+		$timeout);
+	return $ok ? ($wpid, @kids) : ();
+}
+
+# After a clone of sandbox $name was stopped: check, waiting up to
+# $timeout s for the worker to finish, that the sandbox is failed with an
+# error, that its database and role, the processes in @pids, every clone
+# worker and every pg_dump/pg_restore session are gone, and that
+# pgsandbox_tmp is empty.  $what prefixes the test names.
+sub check_clone_cleaned_up
+{
+	my ($node, $name, $what, $timeout, @pids) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$timeout //= 30;
+
+	is(poll_value($node,
+			"SELECT status FROM pgsandbox.sandboxes WHERE name = '$name'",
+			'failed', $timeout),
+		'failed', "$what: sandbox becomes failed");
+	is( $node->safe_psql('postgres',
+			"SELECT error IS NOT NULL AND error <> '' FROM pgsandbox.sandboxes WHERE name = '$name'"),
+		't', "$what: the reason is recorded");
+	is(sandbox_leftovers($node, $name), '0|0', "$what: its database and role are gone");
+	ok(wait_until(sub { !grep { process_alive($_) } @pids }, $timeout),
+		"$what: the clone worker and its pg_dump/pg_restore processes are gone")
+	  or diag "still alive: " . join(' ', grep { process_alive($_) } @pids);
+	is(poll_value($node,
+			"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone'"
+			  . " OR application_name IN ('pg_dump', 'pg_restore')",
+			'0', $timeout),
+		'0', "$what: no clone worker, pg_dump or pg_restore session remains");
+	my @left = tmp_entries($node);
+	is(scalar @left, 0, "$what: pgsandbox_tmp is empty") or diag "@left";
+	return;
+}
+
+# Is a process running (not gone, not a zombie)?
+sub process_alive
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return 0;
+	my $stat = <$fh>;
+	close $fh;
+	return 0 unless defined $stat;
+	return $stat =~ /\)\s+Z\s/ ? 0 : 1;
+}
+
+# Entries left in $PGDATA/pgsandbox_tmp (none if it does not exist).
+sub tmp_entries
+{
+	my ($node) = @_;
+	my $dir = $node->data_dir . '/pgsandbox_tmp';
+	return () unless -d $dir;
+	opendir my $dh, $dir or die "could not read $dir: $!";
+	my @e = grep { $_ ne '.' && $_ ne '..' } readdir $dh;
+	closedir $dh;
+	return @e;
+}
+
+# "databases|roles" that still carry the given name, or, without a name,
+# the number of sbx_ databases and roles.
+sub sandbox_leftovers
+{
+	my ($node, $name) = @_;
+	my $cond =
+	  defined $name
+	  ? "= '$name'"
+	  : "LIKE 'sbx\\_%'";
+	return $node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM pg_database WHERE datname $cond) || '|' ||"
+		  . " (SELECT count(*) FROM pg_roles WHERE rolname $cond)");
+}
+
+# A source database whose restore is slow and steady: each row copied into
+# a sandbox passes a CHECK that sleeps $ms_per_row milliseconds, but only
+# inside a sandbox (so filling the source stays fast).  The table holds
+# ~100 bytes per row, so with a few thousand rows pg_dump outlives the pipe
+# buffer and both pg_dump and pg_restore run for the whole clone.
+# $extra_sql, if given, is run in the new database too.
+sub make_slow_source
+{
+	my ($node, $dbname, $rows, $ms_per_row, $extra_sql) = @_;
+	my $secs = $ms_per_row / 1000.0;
+	$node->safe_psql('postgres', "CREATE DATABASE $dbname");
+	$node->safe_psql(
+		$dbname, qq{
+CREATE FUNCTION slow_ok(text) RETURNS boolean LANGUAGE plpgsql AS \$f\$
+BEGIN
+	IF current_database() LIKE 'sbx\\_%' THEN
+		PERFORM pg_sleep($secs);
+	END IF;
+	RETURN true;
+END
+\$f\$;
+CREATE TABLE slow (id int PRIMARY KEY, payload text CHECK (slow_ok(payload)));
+INSERT INTO slow SELECT g, repeat(md5(g::text), 3) FROM generate_series(1, $rows) g;
+});
+	$node->safe_psql($dbname, $extra_sql) if defined $extra_sql;
+	return;
+}
+
+# A connection string with its password replaced.
+sub replace_password
+{
+	my ($conninfo, $password) = @_;
+	(my $c = $conninfo) =~ s/password=\S+/password=$password/;
+	return $c;
+}
+
+1;
