@@ -83,8 +83,17 @@ RESET ROLE;
 SET ROLE regress_ada;
 SELECT owner, status FROM pgsandbox.sandboxes WHERE owner LIKE 'regress\_%' ORDER BY owner;
 SELECT count(*) > 0 AS sees_others FROM pgsandbox.sandboxes WHERE owner NOT LIKE 'regress\_%';
+-- an admin that is not superuser cannot lend the server's own identity
 SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc');
+SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc user=regress_ada password=pw sslkey=/etc/ssl/private/server.key');
+SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc service=admin');
+SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc user=regress_ada password=pw');
 SELECT name FROM pgsandbox.sources ORDER BY name;
+-- here pg_hba.conf trusts everyone, so the password goes unused: refused
+SELECT count(*) AS databases_before FROM pg_database \gset
+SELECT * FROM pgsandbox.clone('ada_src');
+SELECT count(*) - :databases_before AS new_databases FROM pg_database;
+SELECT status, error FROM pgsandbox.sandboxes WHERE source = 'ada_src';
 SELECT conninfo FROM pgsandbox.source;
 SELECT pgsandbox.drop(:'carl_sbx');
 SELECT "check" FROM pgsandbox.doctor() WHERE "check" = 'worker running';
