@@ -11,6 +11,14 @@ missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# Node.js 20 and npm drive the MCP end-to-end test; take Debian's only if
+# the machine has none.
+if ! command -v node >/dev/null 2>&1; then
+	missing+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+	missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q

@@ -4,7 +4,8 @@
 # for the SQL surface, then the TAP suites under test/t.
 #
 # Run as root on a fresh Debian 12 machine, it first installs what it needs
-# (PostgreSQL 15 server and headers, libpq, IPC::Run) and runs the tests as
+# (PostgreSQL 15 server and headers, libpq, IPC::Run, Node.js and npm for the
+# MCP end-to-end test, whose packages come from the lockfile) and runs the tests as
 # the unprivileged "postgres" OS user: the server refuses to run as root.
 # Run as any other user, it expects those packages and runs the tests as
 # that user.
@@ -30,6 +31,10 @@ fi
 work=$(mktemp -d /tmp/pgsandbox-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 tar -C "$src" --exclude=.git --exclude=node_modules --exclude='tmp_check*' -cf - . | tar -C "$work" -xf -
+
+# The MCP end-to-end test drives a real MCP server: install the exact
+# versions the lockfile names.
+(cd "$work/test/mcp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 
 status=0
 if [ "$(id -u)" = 0 ]; then
