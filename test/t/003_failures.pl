@@ -52,6 +52,9 @@ sub failed_clone
 	is(sandbox_leftovers($node), '0|0', "$what: no sbx_ database or role exists at all");
 	my @left = tmp_entries($node);
 	is(scalar @left, 0, "$what: nothing is left in pgsandbox_tmp") or diag "@left";
+	ok(wait_until(sub { !processes_matching(qr/\Q$name\E/) }, 10),
+		"$what: no process names the sandbox")
+	  or diag explain [ processes_matching(qr/\Q$name\E/) ];
 	is($node->safe_psql('postgres',
 			"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone'"),
 		'0', "$what: no clone worker remains");

@@ -7,7 +7,8 @@
 # (b) pg_dump killed with SIGKILL: the clone fails and says so;
 # (c) the clone worker terminated with pg_terminate_backend;
 # (d) the lifecycle worker terminated: it comes back, answers the waiting
-#     caller with an error and cleans up.
+#     caller with an error and cleans up;
+# (e) a ready sandbox whose database is gone is finished off at restart.
 
 use strict;
 use warnings FATAL => 'all';
@@ -150,6 +151,22 @@ $node->safe_psql('postgres', "SELECT pgsandbox.add_source('small', 'dbname=small
 is($ret, 0, 'a clone after all that succeeds') or diag $err;
 is($node->safe_psql($out || 'postgres', 'SELECT count(*) FROM s'), '2', '... with its rows');
 is(sandbox_leftovers($node), '1|1', 'only that sandbox\'s database and role exist');
+
+# ---------------------------------------------------------------------------
+# (e) a ready sandbox whose database vanished (a drop cut short): the worker
+#     finishes the drop when it starts
+# ---------------------------------------------------------------------------
+
+my $vanished = $out || 'sbx_none';
+$node->safe_psql('postgres', "DROP DATABASE $vanished");
+is(sandbox_leftovers($node, $vanished), '0|1', 'vanished database: only the role is left');
+$node->restart;
+is(poll_value($node, "SELECT status FROM pgsandbox.sandboxes WHERE name = '$vanished'",
+		'dropped', 30),
+	'dropped', 'vanished database: the sandbox is marked dropped after the restart');
+is(sandbox_leftovers($node, $vanished), '0|0', 'vanished database: its role is dropped too');
+is(events_of($vanished), "clone:$su,ready:$su,cleanup:pgsandbox worker",
+	'vanished database: the worker records a cleanup event');
 
 $node->stop;
 done_testing();

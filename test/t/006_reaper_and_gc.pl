@@ -92,6 +92,23 @@ is(events_of($node, $exp), "clone:$su,ready:$su,expire:pgsandbox worker",
 my ($ret, $out, $err) = sandbox_psql($node, $exp_conninfo, 'SELECT 1');
 isnt($ret, 0, 'the expired sandbox\'s conninfo no longer logs in');
 
+# a ttl shorter than the clone itself: the reaper leaves a sandbox alone
+# while it is being cloned, and its time counts from when it is ready
+make_slow_source($node, 'slowapp', 1000, 2);
+$node->safe_psql('postgres', "SELECT pgsandbox.add_source('slowapp', 'dbname=slowapp', true)");
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT name FROM pgsandbox.clone('slowapp', schema_only => false, ttl => '1 second')");
+is($ret, 0, 'a clone that takes longer than its ttl succeeds') or diag $err;
+my $short = $out || 'sbx_none';
+is( $node->safe_psql('postgres',
+		"SELECT ready_at - created_at > interval '1 second', expires_at - ready_at"
+		  . " FROM pgsandbox.sandboxes WHERE name = '$short'"),
+	't|00:00:01', '... its ttl counts from when it became ready');
+is(poll_value($node, "SELECT status FROM pgsandbox.sandboxes WHERE name = '$short'", 'dropped', 15),
+	'dropped', '... and the reaper drops it once that has passed');
+is(events_of($node, $short), "clone:$su,ready:$su,expire:pgsandbox worker",
+	'... recorded as clone, ready, expire');
+
 # the extended sandbox outlives its first expiry and a few reaper passes
 my $wait = $keep_first_expiry + 2.5 - time();
 sleep($wait) if $wait > 0;
@@ -105,7 +122,8 @@ $node->stop;
 # ---------------------------------------------------------------------------
 
 $node = sandbox_node('gc',
-	"pgsandbox.gc_interval = 3600\npgsandbox.default_ttl = 7200\npgsandbox.max_ttl = 86400\n");
+	    "pgsandbox.gc_interval = 3600\npgsandbox.default_ttl = 7200\npgsandbox.max_ttl = 86400\n"
+	  . "max_prepared_transactions = 4\n");
 setup_source($node);
 
 my ($g1) = clone($node, '1 hour');
@@ -160,6 +178,20 @@ like($serr, qr/terminat/, '... by termination');
 is(status_of($node, $g2), 'dropped', 'the sandbox is dropped');
 is(sandbox_leftovers($node, $g2), '0|0', 'its database and role are gone');
 is(events_of($node, $g2), "clone:$su,ready:$su,drop:$su", "'drop' event by the caller");
+
+# drop() of a sandbox holding a prepared transaction
+my ($g4, $g4_conninfo) = clone($node, '1 hour');
+($ret, $out, $err) = sandbox_psql($node, $g4_conninfo,
+	"BEGIN; INSERT INTO t VALUES (100); PREPARE TRANSACTION 'held_by_sandbox';");
+is($ret, 0, 'the sandbox role prepares a transaction') or diag $err;
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_prepared_xacts WHERE database = '$g4'"),
+	'1', 'the prepared transaction exists');
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.drop('$g4')", timeout => 60);
+is($ret, 0, 'drop() of a sandbox with a prepared transaction succeeds') or diag $err;
+is(status_of($node, $g4), 'dropped', '... the sandbox is dropped');
+is(sandbox_leftovers($node, $g4), '0|0', '... its database and role are gone');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
+	'... and no prepared transaction is left');
 
 # refusals: nothing is dropped
 $node->safe_psql('postgres',

@@ -102,5 +102,70 @@ is( $node->safe_psql('postgres', "SELECT status FROM pgsandbox.sandboxes WHERE n
 	'ready', 'the sandbox made in the failed transaction is ready');
 is(sandbox_leftovers($node, $name2), '1|1', '... with its database and role');
 
+# ---------------------------------------------------------------------------
+# While both clone slots are busy
+# ---------------------------------------------------------------------------
+
+make_slow_source($node, 'slower', 20000, 2);
+$node->safe_psql('postgres', "SELECT pgsandbox.add_source('slower', 'dbname=slower', true)");
+my @long = map {
+	start_psql($node, $node->connstr('postgres') . " application_name=long$_",
+		"SELECT name FROM pgsandbox.clone('slower', schema_only => false)")
+} 1 .. 2;
+is(poll_value($node,
+		"SELECT (SELECT count(*) FROM pgsandbox.sandboxes WHERE status = 'cloning') || '|' ||"
+		  . " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone')",
+		'2|2', 30),
+	'2|2', 'two long clones occupy both slots');
+my @cloning = split /\n/, $node->safe_psql('postgres',
+	"SELECT name FROM pgsandbox.sandboxes WHERE status = 'cloning' ORDER BY name");
+
+my $count_sql =
+  "SELECT (SELECT count(*) FROM pg_database) || '|' || (SELECT count(*) FROM pg_roles)"
+  . " || '|' || (SELECT count(*) FROM pgsandbox.sandboxes) || '|' || (SELECT count(*) FROM pgsandbox.events)";
+my $before = $node->safe_psql('postgres', $count_sql);
+($ret, $out, $err) = $node->psql('postgres',
+	"SET statement_timeout = '1s'; SELECT * FROM pgsandbox.clone('slow');");
+like($err, qr/canceling statement due to statement timeout/,
+	'a third clone waits for a slot until its statement_timeout');
+is($node->safe_psql('postgres', $count_sql), $before,
+	'... and, canceled while waiting, creates nothing');
+
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.drop('$cloning[0]')");
+like($err, qr/still being cloned/, 'drop() of a sandbox being cloned is refused');
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.extend('$cloning[0]', '1 hour')");
+isnt($ret, 0, 'extend() of a sandbox being cloned is refused');
+
+my $victim = (sort keys %names)[0];
+$t0 = time();
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.drop('$victim')");
+is($ret, 0, 'drop() of a ready sandbox works while both slots are busy') or diag $err;
+cmp_ok(time() - $t0, '<', 10, '... without waiting for the clones');
+is(sandbox_leftovers($node, $victim), '0|0', '... its database and role are gone');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pgsandbox.sandboxes WHERE status = 'cloning'"),
+	'2', 'the long clones still run');
+
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM pg_stat_activity"
+		  . " WHERE application_name IN ('long1', 'long2')"),
+	'2', 'the long clones are canceled');
+for my $i (0 .. 1)
+{
+	($ret, $out, $err) = finish_psql($long[$i]);
+	like($err, qr/canceling statement due to user request/, "long clone $i: its caller was canceled");
+}
+for my $n (@cloning)
+{
+	is(poll_value($node, "SELECT status FROM pgsandbox.sandboxes WHERE name = '$n'", 'failed', 30),
+		'failed', "$n: failed");
+	is(sandbox_leftovers($node, $n), '0|0', "$n: its database and role are gone");
+}
+
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT name FROM pgsandbox.clone('slow', schema_only => false)");
+is($ret, 0, 'a clone after all that succeeds') or diag $err;
+is($node->safe_psql($out || 'postgres', 'SELECT count(*) FROM slow'), '700', '... with its rows');
+
 $node->stop;
 done_testing();

@@ -23,7 +23,7 @@ our @EXPORT = qw(
   sandbox_psql start_psql finish_psql
   wait_until poll_value
   clone_worker_pids child_processes process_alive wait_for_clone_children
-  check_clone_cleaned_up
+  check_clone_cleaned_up processes_matching
   tmp_entries sandbox_leftovers
   make_slow_source replace_password
 );
@@ -231,6 +231,9 @@ sub check_clone_cleaned_up
 	ok(wait_until(sub { !grep { process_alive($_) } @pids }, $timeout),
 		"$what: the clone worker and its pg_dump/pg_restore processes are gone")
 	  or diag "still alive: " . join(' ', grep { process_alive($_) } @pids);
+	ok(wait_until(sub { !processes_matching(qr/\Q$name\E/) }, $timeout),
+		"$what: no process names the sandbox (pg_restore, clone worker, backend)")
+	  or diag explain [ processes_matching(qr/\Q$name\E/) ];
 	is(poll_value($node,
 			"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone'"
 			  . " OR application_name IN ('pg_dump', 'pg_restore')",
@@ -239,6 +242,30 @@ sub check_clone_cleaned_up
 	my @left = tmp_entries($node);
 	is(scalar @left, 0, "$what: pgsandbox_tmp is empty") or diag "@left";
 	return;
+}
+
+# Running processes whose command line (or process title) matches $re: a
+# list of [pid, command line].
+sub processes_matching
+{
+	my ($re) = @_;
+	my @found;
+	opendir my $dh, '/proc' or die "could not read /proc: $!";
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		next if $pid == $$;
+		my $cmd;
+		next unless open my $ch, '<', "/proc/$pid/cmdline";
+		{
+			local $/;
+			$cmd = <$ch> // '';
+		}
+		close $ch;
+		$cmd =~ s/\0/ /g;
+		push @found, [ $pid, $cmd ] if $cmd =~ $re && process_alive($pid);
+	}
+	closedir $dh;
+	return @found;
 }
 
 # Is a process running (not gone, not a zombie)?
