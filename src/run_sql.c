@@ -93,19 +93,69 @@ sbx_take_columns(SbxStatement *st, const PGresult *res)
 }
 
 /*
+ * The next result, waiting with the caller's interrupts served.  A
+ * statement still running a second past its timeout is cancelled from here:
+ * the SQL may have turned statement_timeout off.
+ */
+static PGresult *
+sbx_next_result(PGconn *conn, TimestampTz *deadline, bool *cancelled)
+{
+	while (PQisBusy(conn))
+	{
+		long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), *deadline);
+		int			rc;
+
+		if (ms <= 0)
+		{
+			if (!*cancelled)
+			{
+				PGcancel   *cancel = PQgetCancel(conn);
+				char		errbuf[256];
+
+				if (cancel)
+				{
+					(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+					PQfreeCancel(cancel);
+				}
+				*cancelled = true;
+			}
+			ms = 1000;
+		}
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_EXIT_ON_PM_DEATH | WL_LATCH_SET |
+							   WL_SOCKET_READABLE | WL_TIMEOUT,
+							   PQsocket(conn), ms, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if ((rc & WL_SOCKET_READABLE) && PQconsumeInput(conn) == 0)
+			break;				/* PQgetResult reports the broken connection */
+	}
+	return PQgetResult(conn);
+}
+
+/*
  * Read every result of the query sent, keeping at most row_limit rows of
  * each statement.
  */
 static void
-sbx_collect(PGconn *conn, int row_limit, SbxRunResult *out)
+sbx_collect(PGconn *conn, int row_limit, int timeout_ms, SbxRunResult *out)
 {
 	SbxStatement *st = NULL;
 	PGresult   *res;
 	int			nstatement = 0;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   timeout_ms + 1000);
+	bool		cancelled = false;
 
-	while ((res = libpqsrv_get_result(conn, PG_WAIT_EXTENSION)) != NULL)
+	while ((res = sbx_next_result(conn, &deadline, &cancelled)) != NULL)
 	{
 		ExecStatusType status = PQresultStatus(res);
+
+		/* each statement has its own time */
+		if (status != PGRES_SINGLE_TUPLE)
+			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   timeout_ms + 1000);
 
 		if (st == NULL && status != PGRES_EMPTY_QUERY)
 		{
@@ -423,7 +473,7 @@ pgsandbox_run_sql(PG_FUNCTION_ARGS)
 					 errmsg("could not send the SQL to sandbox \"%s\"", name),
 					 errdetail_internal("%s", PQerrorMessage(conn))));
 		(void) PQsetSingleRowMode(conn);
-		sbx_collect(conn, row_limit, &out);
+		sbx_collect(conn, row_limit, timeout_ms, &out);
 		if (read_only && PQtransactionStatus(conn) != PQTRANS_IDLE)
 			sbx_remote_command(conn, "ROLLBACK");
 		json = sbx_result_json(conn, &out);
