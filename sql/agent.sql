@@ -48,6 +48,10 @@ SELECT pgsandbox.run_sql(:'sbx', 'SELECT count(*) AS orders, count(note) AS note
 
 -- a statement past its timeout is cancelled
 SELECT pgsandbox.run_sql(:'sbx', 'SELECT pg_sleep(5)', timeout => '100ms') -> 'error';
+-- even when the SQL turns statement_timeout off
+SELECT clock_timestamp() AS before \gset
+SELECT pgsandbox.run_sql(:'sbx', 'SET statement_timeout = 0; SELECT pg_sleep(30)', timeout => '100ms') -> 'error' ->> 'sqlstate' AS sqlstate;
+SELECT clock_timestamp() - :'before'::timestamptz < interval '10 seconds' AS cancelled_in_time;
 
 -- the sandbox role cannot see pgsandbox's catalog
 SELECT pgsandbox.run_sql(:'sbx', 'SELECT * FROM pgsandbox.source') -> 'error' ->> 'message' AS message;
