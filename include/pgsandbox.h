@@ -219,6 +219,7 @@ extern void sbx_child_start(SbxChild *child, const char *label,
 extern void sbx_children_wait(SbxChild *children, int nchildren);
 extern void sbx_children_kill(SbxChild *children, int nchildren);
 extern bool sbx_child_succeeded(const SbxChild *child);
+extern bool sbx_child_broken_pipe(const SbxChild *child);
 extern char *sbx_child_describe_failure(const SbxChild *child,
 										const char *const *secrets);
 

@@ -361,6 +361,14 @@ sbx_child_succeeded(const SbxChild *child)
 		WIFEXITED(child->status) && WEXITSTATUS(child->status) == 0;
 }
 
+/* Did the child die of writing to a pipe no one reads any more? */
+bool
+sbx_child_broken_pipe(const SbxChild *child)
+{
+	return child->exited && child->status >= 0 &&
+		WIFSIGNALED(child->status) && WTERMSIG(child->status) == SIGPIPE;
+}
+
 /*
  * One sentence on how a child ended, followed by the first lines of its
  * stderr with every secret replaced.

@@ -320,6 +320,15 @@ sbx_stream(char **dump_env, char **restore_env)
 	close(pipefd[0]);
 
 	sbx_children_wait(sbx_children, 2);
+
+	/*
+	 * When pg_restore gives up, pg_dump dies of a broken pipe: then the
+	 * reason is pg_restore's.  Otherwise a failing pg_dump comes first, as
+	 * pg_restore only complains of the archive it left unfinished.
+	 */
+	if (sbx_child_broken_pipe(&sbx_children[0]) && !sbx_child_succeeded(&sbx_children[1]))
+		sbx_check_child(&sbx_children[1],
+						psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 	sbx_check_child(&sbx_children[0],
 					psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
 	sbx_check_child(&sbx_children[1],

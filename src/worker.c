@@ -587,7 +587,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 {
 	MemoryContext loop_cxt;
 	bool		reconciled = false;
-	TimestampTz next_reap = 0;
+	TimestampTz last_reap = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -612,6 +612,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 		int			running;
 		long		timeout;
 		TimestampTz now;
+		TimestampTz next_reap;
 
 		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
@@ -633,12 +634,14 @@ sbx_lifecycle_worker_main(Datum main_arg)
 		running = sbx_check_jobs();
 		sbx_serve_requests(ready, running);
 
+		/* from the last pass, so that a reloaded interval counts at once */
+		next_reap = TimestampTzPlusMilliseconds(last_reap, sbx_gc_interval * 1000L);
 		now = GetCurrentTimestamp();
 		if (ready && now >= next_reap)
 		{
 			sbx_reap();
-			next_reap = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													sbx_gc_interval * 1000L);
+			last_reap = GetCurrentTimestamp();
+			next_reap = TimestampTzPlusMilliseconds(last_reap, sbx_gc_interval * 1000L);
 		}
 		timeout = ready ? TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_reap)
 			: 10000L;
