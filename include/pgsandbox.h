@@ -143,7 +143,11 @@ extern void sbx_queue_wait(int slot, SbxRequest *result);
 extern void sbx_queue_wake_worker(void);
 
 /* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
+struct BackgroundWorker;
 extern void sbx_register_lifecycle_worker(void);
+extern void sbx_dynamic_worker(struct BackgroundWorker *worker,
+							   const char *function, const char *type,
+							   const char *name, Datum arg);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 

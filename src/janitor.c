@@ -38,17 +38,8 @@ sbx_rollback_prepared(Oid dboid, const char *name)
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "pgsandbox", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "sbx_janitor_main", BGW_MAXLEN);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "pgsandbox janitor %s", name);
-	strlcpy(worker.bgw_type, "pgsandbox janitor", BGW_MAXLEN);
-	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-	worker.bgw_notify_pid = MyProcPid;
-
+	sbx_dynamic_worker(&worker, "sbx_janitor_main", "pgsandbox janitor", name,
+					   ObjectIdGetDatum(dboid));
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -172,6 +172,26 @@ sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
 	PG_END_TRY();
 }
 
+/*
+ * Fill in a dynamic worker of this module that reports its start and stop
+ * to the calling process and is never restarted.
+ */
+void
+sbx_dynamic_worker(BackgroundWorker *worker, const char *function,
+				   const char *type, const char *name, Datum arg)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker->bgw_library_name, "pgsandbox", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s %s", type, name);
+	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
+	worker->bgw_main_arg = arg;
+	worker->bgw_notify_pid = MyProcPid;
+}
+
 static void
 sbx_start_clone_worker(int j, const char *name)
 {
@@ -179,16 +199,8 @@ sbx_start_clone_worker(int j, const char *name)
 	MemoryContext old;
 	bool		started;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "pgsandbox", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "sbx_clone_worker_main", BGW_MAXLEN);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "pgsandbox clone %s", name);
-	strlcpy(worker.bgw_type, "pgsandbox clone", BGW_MAXLEN);
-	worker.bgw_main_arg = Int32GetDatum(j);
-	worker.bgw_notify_pid = MyProcPid;
+	sbx_dynamic_worker(&worker, "sbx_clone_worker_main", "pgsandbox clone", name,
+					   Int32GetDatum(j));
 
 	/* the handle outlives the loop's memory */
 	old = MemoryContextSwitchTo(TopMemoryContext);
