@@ -333,6 +333,13 @@ is($out, $alice1, 'alice\'s sandbox still logs in');
 is(sqlstate($err), '42704', 'a superuser session after SET ROLE bob cannot drop alice\'s sandbox');
 is(status_of($alice1), 'ready:alice', '... and it stays ready');
 
+# ... and a sandbox it asks for is bob's
+($ret, $out, $err) = $node->psql('postgres', "SET ROLE bob; SELECT name FROM pgsandbox.clone('app')");
+is($ret, 0, 'a superuser session after SET ROLE bob clones') or diag $err;
+is(status_of($out), 'ready:bob', '... and the sandbox is bob\'s');
+is(sq("SELECT (owner_oid = 'bob'::regrole) || ':' || requested_by FROM pgsandbox.sandbox WHERE name = '$out'"),
+	'true:bob', '... in the catalog too');
+
 # gc() of a pgsandbox_user reaps its own expired sandboxes only
 my ($alice_short) = clone_ok('alice', "'app', ttl => '1 second'", 'alice, a short-lived sandbox');
 ok( $node->poll_query_until('postgres',
