@@ -22,6 +22,7 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "postmaster/bgworker_internals.h"
+#include "replication/logicallauncher.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -234,7 +235,9 @@ sbx_check_catalog(SbxDoctor *d)
 	initStringInfo(&missing);
 	SPI_connect();
 	if (SPI_execute("SELECT d.datname FROM pg_catalog.pg_database d"
-					" WHERE pg_catalog.pg_has_role(d.datdba, '" SBX_SANDBOX_GROUP "', 'MEMBER')"
+					"  JOIN pg_catalog.pg_roles r ON r.oid = d.datdba"
+					" WHERE NOT r.rolsuper"
+					"   AND pg_catalog.pg_has_role(d.datdba, '" SBX_SANDBOX_GROUP "', 'MEMBER')"
 					"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 					"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
 					"                      AND s.status IN ('cloning', 'ready'))"
@@ -277,6 +280,7 @@ pgsandbox_doctor(PG_FUNCTION_ARGS)
 	int			dump_major;
 	pid_t		worker_pid = 0;
 	int			needed;
+	int			launcher;
 
 	sbx_require_admin();
 	InitMaterializedSRF(fcinfo, 0);
@@ -300,12 +304,16 @@ pgsandbox_doctor(PG_FUNCTION_ARGS)
 				   : psprintf("No pgsandbox worker runs for database \"%s\"; see the server log.",
 							  sbx_database));
 
-	needed = 1 + sbx_max_concurrent_clones;
+	/* the logical replication launcher takes a slot too, when there is one */
+	launcher = max_logical_replication_workers > 0 ? 1 : 0;
+	needed = 1 + sbx_max_concurrent_clones + launcher;
 	sbx_doctor_row(&d, "max_worker_processes", max_worker_processes >= needed,
-				   psprintf("max_worker_processes is %d; pgsandbox needs %d (its worker and "
-							"pgsandbox.max_concurrent_clones = %d clone workers), and parallel "
-							"queries take from the same pool.",
-							max_worker_processes, needed, sbx_max_concurrent_clones));
+				   psprintf("max_worker_processes is %d; %d are needed: the pgsandbox worker, "
+							"pgsandbox.max_concurrent_clones = %d clone workers and %d for the "
+							"logical replication launcher. Parallel queries, and the short-lived "
+							"worker that rolls back a dropped sandbox's prepared transactions, "
+							"take from the same pool.",
+							max_worker_processes, needed, sbx_max_concurrent_clones, launcher));
 
 	sbx_check_programs(&d, &dump_major);
 	sbx_check_sources(&d, dump_major);

@@ -43,15 +43,6 @@ static void sbx_shmem_startup(void);
 void
 _PG_init(void)
 {
-	DefineCustomStringVariable("pgsandbox.database",
-							   "Database in which pgsandbox is installed and its worker runs.",
-							   NULL,
-							   &sbx_database,
-							   "postgres",
-							   PGC_POSTMASTER,
-							   0,
-							   NULL, NULL, NULL);
-
 	DefineCustomIntVariable("pgsandbox.gc_interval",
 							"Time between two passes of the reaper over expired sandboxes.",
 							NULL,
@@ -132,6 +123,20 @@ _PG_init(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	/*
+	 * Only while preloading may a PGC_POSTMASTER setting be defined; loaded
+	 * later, the module only says it is not loaded (sbx_queue_attach).
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("pgsandbox.database",
+								   "Database in which pgsandbox is installed and its worker runs.",
+								   NULL,
+								   &sbx_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgsandbox");
 
