@@ -279,7 +279,9 @@ mask_password()
 masked=$(mask_password <<<"$conninfo")
 password=$(sed -nE "s/.*password=([^ ]*).*/\1/p" <<<"$conninfo")
 [ -n "$password" ] && [[ $masked != *"$password"* ]] || die "could not mask the password"
-unset password
+# psql gets the password through its environment, never its command line,
+# where anyone on the machine could read it with ps
+login=$(sed -E "s/ ?password=('([^'\\\\]|\\\\.)*'|[^ ]*)//" <<<"$conninfo")
 
 say
 say "clone() returned when the sandbox was ready:"
@@ -295,10 +297,10 @@ section "5. Work in the sandbox, logged in as the sandbox role"
 
 sandbox()
 {
-	"$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off -d "$conninfo" "$@"
+	PGPASSWORD=$password "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off -d "$login" "$@"
 }
 
-say "psql -d \"$masked\""
+say "PGPASSWORD=******** psql -d \"$login\"   (the password goes through the environment, not argv)"
 sandbox -e <<'SQL' | indent
 SELECT current_user, session_user, current_database();
 SELECT (SELECT count(*) FROM customers) AS customers,
@@ -345,11 +347,9 @@ ok "every restored table, view, sequence, index and function belongs to $name"
 
 say
 say "The password is really checked: the same conninfo with a wrong password fails."
-bad=$(sed -E "s/password=('([^'\\\\]|\\\\.)*'|[^ ]*)/password=not-the-password/" <<<"$conninfo")
-if err=$("$pgbin/psql" -X -At -d "$bad" -c 'SELECT 1' 2>&1); then
+if err=$(PGPASSWORD=not-the-password "$pgbin/psql" -X -At -d "$login" -c 'SELECT 1' 2>&1); then
 	die "a wrong password was accepted"
 fi
-unset bad
 say "$err" | indent
 ok "wrong password refused"
 
@@ -366,8 +366,8 @@ SQL
 
 say
 say "...but the same role cannot change the source (the last dbname wins):"
-say "psql -d \"$masked dbname=shop\" -c 'DELETE FROM orders'"
-if err=$("$pgbin/psql" -X -At -v ON_ERROR_STOP=1 -d "$conninfo dbname=shop" -c 'DELETE FROM orders' 2>&1); then
+say "PGPASSWORD=******** psql -d \"$login dbname=shop\" -c 'DELETE FROM orders'"
+if err=$(PGPASSWORD=$password "$pgbin/psql" -X -At -v ON_ERROR_STOP=1 -d "$login dbname=shop" -c 'DELETE FROM orders' 2>&1); then
 	die "the sandbox role could delete rows of the source"
 fi
 say "$err" | indent
@@ -439,10 +439,10 @@ ok "no database and no role named $name"
 
 say
 say "and its credentials no longer open anything:"
-if err=$("$pgbin/psql" -X -At -d "$conninfo" -c 'SELECT 1' 2>&1); then
+if err=$(PGPASSWORD=$password "$pgbin/psql" -X -At -d "$login" -c 'SELECT 1' 2>&1); then
 	die "the dropped sandbox still accepts logins"
 fi
-unset conninfo
+unset conninfo password
 say "$err" | indent
 ok "login refused"
 
