@@ -1,0 +1,475 @@
+#!/usr/bin/env bash
+#
+# bench.sh: time pgsandbox.clone() against the pg_dump | pg_restore pipeline
+# it wraps, run by hand, and against CREATE DATABASE ... TEMPLATE, on a
+# throwaway PostgreSQL 15 cluster.  See bench/README.md.
+#
+# Run as root on a Debian 12 machine, it installs the packages it needs,
+# builds and installs pgsandbox (unless SKIP_BUILD=1), and runs the server
+# as the "postgres" OS user.  Run as another user, it expects all that done
+# and runs the server as that user.
+#
+# Settings, from the environment:
+#   SCALE=50          pgbench scale of the pgbench source
+#   RUNS=5            repetitions of every measurement
+#   NTABLES=300       tables in each many-table source
+#   BENCH_PORT=5510   port of the throwaway cluster (Unix socket only)
+#   SOURCES="pgbench many many_ext"   sources to measure; pgbench_ext (the
+#                     pgbench source plus an extension) may be added
+#   MODES="schema data"               schema only, and schema with data
+#   SKIP_BUILD=0      1: do not build and install the extension
+#   PGBIN=/usr/lib/postgresql/15/bin  server and client programs
+#   BENCH_TMPDIR=/tmp where the cluster's temporary directory is made
+#   OUTDIR=bench/out  where results.txt, timings.csv and server.log go
+#
+# Exits 0 when every measurement ran and every copy checked out, non-zero
+# otherwise.  The cluster is stopped and its directory removed either way.
+#
+set -Eeuo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bench=$repo/bench
+
+SCALE=${SCALE:-50}
+RUNS=${RUNS:-5}
+NTABLES=${NTABLES:-300}
+BENCH_PORT=${BENCH_PORT:-5510}
+SOURCES=${SOURCES:-pgbench many many_ext}
+MODES=${MODES:-schema data}
+SKIP_BUILD=${SKIP_BUILD:-0}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+BENCH_TMPDIR=${BENCH_TMPDIR:-/tmp}
+OUTDIR=${OUTDIR:-$bench/out}
+
+die() {
+	echo "bench.sh: $*" >&2
+	exit 1
+}
+
+for v in SCALE RUNS NTABLES BENCH_PORT; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not \"${!v}\""
+done
+for s in $SOURCES; do
+	case $s in pgbench | pgbench_ext | many | many_ext) ;; *) die "unknown source \"$s\" in SOURCES" ;; esac
+done
+for m in $MODES; do
+	case $m in schema | data) ;; *) die "unknown mode \"$m\" in MODES" ;; esac
+done
+
+trap 'echo "bench.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# --- packages and build ----------------------------------------------------
+
+if [ "$(id -u)" = 0 ]; then
+	bash "$repo/test/install-deps.sh"
+	id postgres >/dev/null 2>&1 || die "no \"postgres\" OS user to run the server as"
+fi
+for p in initdb pg_ctl postgres psql pgbench pg_dump pg_restore createdb dropdb; do
+	[ -x "$PGBIN/$p" ] || die "$PGBIN/$p is missing (set PGBIN?)"
+done
+
+if [ "$SKIP_BUILD" = 1 ]; then
+	build="not built (SKIP_BUILD=1)"
+else
+	make -C "$repo" -s
+	if [ "$(id -u)" = 0 ]; then
+		make -C "$repo" -s install
+	else
+		sudo make -C "$repo" -s install
+	fi
+	build="built and installed from $repo"
+fi
+
+# --- throwaway cluster -----------------------------------------------------
+
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+tmp=""
+data=""
+sock=""
+started=0
+
+# Run a command as the cluster's OS user, aimed at the cluster.
+as_pg() {
+	local env=(env PGHOST="$sock" PGPORT="$BENCH_PORT" PGUSER=postgres
+			   PGDATABASE=postgres PGAPPNAME=pgsandbox-bench PATH="$PGBIN:$PATH")
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "${env[@]}" "$@"
+	else
+		"${env[@]}" "$@"
+	fi
+}
+
+psql_pg() {
+	as_pg psql -X -q -v ON_ERROR_STOP=1 -A -t "$@"
+}
+
+cleanup() {
+	local rc=$?
+
+	trap - ERR
+	set +e
+	if [ -n "$tmp" ] && [ -f "$tmp/server.log" ]; then
+		cp "$tmp/server.log" "$OUTDIR/server.log"
+		if [ $rc -ne 0 ]; then
+			echo "--- last lines of the server log (all of it in $OUTDIR/server.log)"
+			grep -v -e 'LOG:  checkpoint starting' -e 'LOG:  checkpoint complete' "$tmp/server.log" | tail -n 30
+		fi >&2
+	fi
+	if [ $started = 1 ]; then
+		as_pg pg_ctl -D "$data" -m fast -w -t 120 stop >/dev/null ||
+			as_pg pg_ctl -D "$data" -m immediate -w stop >/dev/null
+	fi
+	[ -z "$tmp" ] || rm -rf "$tmp"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tmp=$(mktemp -d "$BENCH_TMPDIR/pgsandbox-bench.XXXXXX")
+data=$tmp/data
+sock=$tmp/sock
+mkdir "$sock"
+if [ "$(id -u)" = 0 ]; then
+	chown -R postgres: "$tmp"
+fi
+chmod 700 "$tmp"
+cd "$tmp"
+
+as_pg initdb -D "$data" -U postgres -A trust -E UTF8 --no-locale --no-sync >/dev/null
+cat >"$data/pg_hba.conf" <<EOF
+local all postgres trust
+local all all scram-sha-256
+EOF
+cat >>"$data/postgresql.conf" <<EOF
+
+# pgsandbox benchmark
+port = $BENCH_PORT
+listen_addresses = ''
+unix_socket_directories = '$sock'
+shared_preload_libraries = 'pgsandbox'
+pgsandbox.database = 'postgres'
+max_worker_processes = 16
+shared_buffers = 512MB
+maintenance_work_mem = 256MB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+autovacuum = off
+EOF
+started=1	# from here on, stop whatever pg_ctl may have started
+as_pg pg_ctl -D "$data" -l "$tmp/server.log" -w -t 120 start >/dev/null
+
+# --- report header ---------------------------------------------------------
+
+out=$tmp/results.txt
+say() {
+	printf '%s\n' "$*" | tee -a "$out"
+}
+
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+so=$("$PGBIN/pg_config" --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)/pgsandbox.so
+so_time=$(date -u -r "$so" '+%Y-%m-%d %H:%M:%S UTC' 2>/dev/null || echo "?")
+say "pgsandbox clone benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+say "machine:    $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) memory, kernel $(uname -r)"
+say "postgres:   $(psql_pg -c 'SELECT version()')"
+say "pgsandbox:  tree at commit $commit, $build; $so installed $so_time"
+say "settings:   SCALE=$SCALE RUNS=$RUNS NTABLES=$NTABLES BENCH_PORT=$BENCH_PORT SOURCES=\"$SOURCES\" MODES=\"$MODES\""
+say "server:     $(psql_pg -c "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'maintenance_work_mem', 'max_wal_size', 'checkpoint_timeout', 'wal_level', 'fsync', 'synchronous_commit', 'autovacuum', 'max_worker_processes')")"
+say "cluster:    $data (socket $sock)"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+say "load:       $load_start (1, 5, 15 min; the machine may be shared)"
+
+# --- sources ---------------------------------------------------------------
+
+psql_pg -c 'CREATE EXTENSION pgsandbox'
+
+declare -A srcdb label
+srcdb=([pgbench]=src_pgbench [pgbench_ext]=src_pgbench_ext [many]=src_many [many_ext]=src_many_ext)
+label=([pgbench]="pgbench -s $SCALE" [pgbench_ext]="pgbench -s $SCALE + ext"
+	   [many]="$NTABLES tables" [many_ext]="$NTABLES tables + ext")
+
+for s in $SOURCES; do
+	db=${srcdb[$s]}
+	echo "creating source $s (database $db)"
+	as_pg createdb "$db"
+	case $s in
+	pgbench | pgbench_ext)
+		as_pg pgbench -i -q -s "$SCALE" "$db" >"$tmp/pgbench.log" 2>&1 ||
+			die "pgbench -i failed: $(tail -n 5 "$tmp/pgbench.log")"
+		# an extension, used by nothing, sends pgsandbox through its archive
+		[ "$s" = pgbench ] || psql_pg -d "$db" -c 'CREATE EXTENSION hstore'
+		;;
+	many)
+		psql_pg -d "$db" -v ntables="$NTABLES" -v with_ext=0 -f - <"$bench/many_tables.sql" >/dev/null
+		;;
+	many_ext)
+		psql_pg -d "$db" -v ntables="$NTABLES" -v with_ext=1 -f - <"$bench/many_tables.sql" >/dev/null
+		;;
+	esac
+	psql_pg -d "$db" -c 'VACUUM ANALYZE'
+	psql_pg -c "SELECT pgsandbox.add_source('$s', 'dbname=$db user=postgres', allow_data => true)" >/dev/null
+done
+psql_pg -c CHECKPOINT
+
+# What a copy of a source holds: its structure, and the rows of one small
+# table (0 in a schema-only copy).
+probe_table() {
+	case $1 in pgbench*) echo pgbench_branches ;; *) echo t0001 ;; esac
+}
+structure_sql="
+SELECT format('%s tables, %s views, %s indexes, %s foreign keys, %s functions, extensions: %s',
+  (SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'),
+  (SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'v'),
+  (SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'i'),
+  (SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype = 'f'),
+  (SELECT count(*) FROM pg_proc p WHERE pronamespace = 'public'::regnamespace
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                      AND d.objid = p.oid AND d.deptype = 'e')),
+  (SELECT coalesce(string_agg(extname, ',' ORDER BY extname), 'none')
+     FROM pg_extension WHERE extname <> 'plpgsql'))"
+signature() { # database source
+	echo "$(psql_pg -d "$1" -c "$structure_sql"); $(psql_pg -d "$1" -c "SELECT count(*) FROM $(probe_table "$2")") rows in $(probe_table "$2")"
+}
+
+declare -A expect_data expect_schema
+for s in $SOURCES; do
+	db=${srcdb[$s]}
+	expect_data[$s]=$(signature "$db" "$s")
+	expect_schema[$s]="$(psql_pg -d "$db" -c "$structure_sql"); 0 rows in $(probe_table "$s")"
+	say "source:     ${label[$s]} ($db, $(psql_pg -c "SELECT pg_size_pretty(pg_database_size('$db'))")): ${expect_data[$s]}"
+done
+say ""
+
+# --- the three methods -----------------------------------------------------
+
+# Each sets $copy to the database it made; its caller times it.
+do_pgsandbox() { # source mode
+	local so=true
+
+	[ "$2" = data ] && so=false
+	copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$1', schema_only => $so)")
+}
+drop_pgsandbox() {
+	psql_pg -c "SELECT pgsandbox.drop('$copy')" >/dev/null
+}
+do_manual() { # source mode run
+	local flag=""
+
+	[ "$2" = schema ] && flag=--schema-only
+	copy=bench_manual_$3
+	# shellcheck disable=SC2016
+	as_pg bash -c 'set -eo pipefail
+		createdb "$1"
+		pg_dump --format=custom --no-owner --no-privileges $3 "$2" |
+			pg_restore --no-owner --no-privileges --exit-on-error --single-transaction -d "$1"' \
+		manual "$copy" "${srcdb[$1]}" "$flag"
+}
+drop_manual() {
+	as_pg dropdb "$copy"
+}
+do_template() { # source mode run
+	copy=bench_template_$3
+	psql_pg -c "CREATE DATABASE $copy TEMPLATE ${srcdb[$1]}"
+}
+drop_template() {
+	psql_pg -c "DROP DATABASE $copy"
+}
+
+# Before each timed step: no session left on the source (CREATE DATABASE
+# ... TEMPLATE needs that), and no dirty buffers left by the step before.
+quiesce() { # source
+	local _
+
+	for _ in $(seq 1 100); do
+		[ "$(psql_pg -c "SELECT count(*) FROM pg_stat_activity WHERE datname = '${srcdb[$1]}'")" = 0 ] && break
+		sleep 0.1
+	done
+	psql_pg -c CHECKPOINT
+}
+
+median() { # values...
+	printf '%s\n' "$@" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { # a b
+	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'
+}
+# median over the runs of the ratio of two methods' or cases' times
+paired() { # key-a key-b (source/mode/method)
+	local r vals=()
+
+	for r in $(seq 1 "$RUNS"); do
+		vals+=("$(awk -v a="${t_run[$1/$r]}" -v b="${t_run[$2/$r]}" 'BEGIN { printf "%.4f", a / b }')")
+	done
+	awk -v m="$(median "${vals[@]}")" 'BEGIN { printf "%.2f", m }'
+}
+spread() { # values...
+	printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'
+}
+modename() {
+	case $1 in schema) echo "schema only" ;; data) echo "with data" ;; esac
+}
+
+now_ns() {
+	date +%s%N
+}
+secs() { # nanoseconds
+	awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e9 }'
+}
+
+declare -A t_create t_drop t_server t_run
+printf 'source,mode,method,run,create_s,drop_s\n' >"$tmp/timings.csv"
+
+# Runs are interleaved across methods and across sources, so that a change
+# in the load of a shared machine falls on every case alike.
+for m in $MODES; do
+	for r in $(seq 1 "$RUNS"); do
+		for s in $SOURCES; do
+			line="${label[$s]}, $(modename "$m"), run $r/$RUNS:"
+			for method in pgsandbox manual template; do
+				quiesce "$s"
+				t0=$(now_ns)
+				"do_$method" "$s" "$m" "$r"
+				t1=$(now_ns)
+				create=$(secs $((t1 - t0)))
+
+				if [ "$m" = data ] || [ "$method" = template ]; then
+					want=${expect_data[$s]}
+				else
+					want=${expect_schema[$s]}
+				fi
+				if [ "$method" = pgsandbox ]; then
+					t_server[$s/$m]+=" $(psql_pg -c "SELECT round(extract(epoch FROM ready_at - created_at), 3) FROM pgsandbox.sandbox WHERE name = '$copy'")"
+				fi
+				got=$(signature "$copy" "$s")
+				if [ "$got" != "$want" ]; then
+					die "$method copy of $s ($m) differs from the source:
+  source: $want
+  copy:   $got"
+				fi
+
+				psql_pg -c CHECKPOINT
+				t0=$(now_ns)
+				"drop_$method"
+				t1=$(now_ns)
+				drop=$(secs $((t1 - t0)))
+
+				t_create[$s/$m/$method]+=" $create"
+				t_run[$s/$m/$method/$r]=$create
+				t_drop[$s/$m/$method]+=" $drop"
+				printf '%s,%s,%s,%s,%s,%s\n' "$s" "$m" "$method" "$r" "$create" "$drop" >>"$tmp/timings.csv"
+				line+=" $method $create s"
+			done
+			echo "$line"
+		done
+	done
+done
+
+# pgsandbox leaves nothing behind
+left=$(psql_pg -c "SELECT count(*) FROM pg_database WHERE datname LIKE 'sbx\_%' OR datname LIKE 'bench\_%'")
+[ "$left" = 0 ] || die "$left copies are left in the cluster after their drops"
+left=$(psql_pg -c "SELECT count(*) FROM pgsandbox.sandbox WHERE status <> 'dropped'")
+[ "$left" = 0 ] || die "$left sandboxes are not marked dropped"
+
+# --- results ---------------------------------------------------------------
+
+declare -A med_c med_d
+for key in "${!t_create[@]}"; do
+	# shellcheck disable=SC2086
+	med_c[$key]=$(median ${t_create[$key]})
+	# shellcheck disable=SC2086
+	med_d[$key]=$(median ${t_drop[$key]})
+done
+
+say ""
+say "Median seconds to make a copy, over $RUNS runs (in each run every case in turn, each case as"
+say "pgsandbox, then manual, then template)"
+say "$(printf '%-32s %10s %10s %10s %11s %11s' case pgsandbox manual template sbx/manual sbx/templ)"
+for s in $SOURCES; do
+	for m in $MODES; do
+		a=${med_c[$s/$m/pgsandbox]}
+		b=${med_c[$s/$m/manual]}
+		c=${med_c[$s/$m/template]}
+		say "$(printf '%-32s %10s %10s %10s %11s %11s' "${label[$s]}, $(modename "$m")" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")")"
+	done
+done
+say "  pgsandbox: SELECT name FROM pgsandbox.clone(...) from psql, through the worker, as a new role"
+say "  manual:    createdb + pg_dump -Fc | pg_restore --single-transaction, as superuser"
+say "  template:  CREATE DATABASE ... TEMPLATE source; it always copies the data, schema-only case or not"
+
+say ""
+say "Spread over the $RUNS runs (min-max seconds), and the median of the per-run ratio pgsandbox/manual"
+say "(each pgsandbox run against the manual run right after it)"
+say "$(printf '%-32s %14s %14s %14s %10s' case pgsandbox manual template paired)"
+for s in $SOURCES; do
+	for m in $MODES; do
+		# shellcheck disable=SC2086
+		say "$(printf '%-32s %14s %14s %14s %10s' "${label[$s]}, $(modename "$m")" \
+			"$(spread ${t_create[$s/$m/pgsandbox]})" "$(spread ${t_create[$s/$m/manual]})" \
+			"$(spread ${t_create[$s/$m/template]})" "$(paired "$s/$m/pgsandbox" "$s/$m/manual")")"
+	done
+done
+
+say ""
+say "Where pgsandbox's time goes (medians): in the server, from the catalog row to 'ready' (role, database,"
+say "clone worker, pg_dump | pg_restore), and the rest (psql, queue, database size, answer)"
+say "$(printf '%-32s %10s %10s %10s' case end-to-end in-server rest)"
+for s in $SOURCES; do
+	for m in $MODES; do
+		a=${med_c[$s/$m/pgsandbox]}
+		# shellcheck disable=SC2086
+		b=$(median ${t_server[$s/$m]})
+		say "$(printf '%-32s %10s %10s %10s' "${label[$s]}, $(modename "$m")" "$a" "$b" \
+			"$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a - b }')")"
+	done
+done
+
+say ""
+say "Median seconds to drop the copy (pgsandbox.drop(), dropdb, DROP DATABASE)"
+say "$(printf '%-32s %10s %10s %10s' case pgsandbox manual template)"
+for s in $SOURCES; do
+	for m in $MODES; do
+		say "$(printf '%-32s %10s %10s %10s' "${label[$s]}, $(modename "$m")" \
+			"${med_d[$s/$m/pgsandbox]}" "${med_d[$s/$m/manual]}" "${med_d[$s/$m/template]}")"
+	done
+done
+
+archive_pairs=()
+for plain in pgbench many; do
+	if [[ " $SOURCES " == *" $plain "* && " $SOURCES " == *" ${plain}_ext "* ]]; then
+		archive_pairs+=("$plain")
+	fi
+done
+if [ ${#archive_pairs[@]} -gt 0 ]; then
+	say ""
+	say "Archive on disk: for a source with extensions (\"+ ext\"), pgsandbox creates them first, then"
+	say "dumps the source to a file in \$PGDATA/pgsandbox_tmp, lists and filters its contents and restores"
+	say "it; a source without streams through a pipe.  The manual pipeline streams both, so its"
+	say "difference is that of the extensions alone."
+	say "$(printf '%-32s %9s %9s %9s %7s %9s %9s %9s %7s %9s' case sbx-plain sbx-ext ext/plain paired man-plain man-ext ext/plain paired extra-sbx)"
+	for plain in "${archive_pairs[@]}"; do
+		ext=${plain}_ext
+		for m in $MODES; do
+			a=${med_c[$plain/$m/pgsandbox]}
+			b=${med_c[$ext/$m/pgsandbox]}
+			c=${med_c[$plain/$m/manual]}
+			d=${med_c[$ext/$m/manual]}
+			extra=$(awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" 'BEGIN { printf "%+.3f", (b - a) - (d - c) }')
+			say "$(printf '%-32s %9s %9s %9s %7s %9s %9s %9s %7s %9s' "${label[$plain]}, $(modename "$m")" \
+				"$a" "$b" "$(ratio "$b" "$a")" "$(paired "$ext/$m/pgsandbox" "$plain/$m/pgsandbox")" \
+				"$c" "$d" "$(ratio "$d" "$c")" "$(paired "$ext/$m/manual" "$plain/$m/manual")" "$extra")"
+		done
+	done
+	say "  extra-sbx = (sbx-ext - sbx-plain) - (man-ext - man-plain): seconds that pgsandbox's handling of"
+	say "  extensions (its own CREATE EXTENSION step and the archive on disk) adds beyond what the extensions"
+	say "  cost the manual pipeline; computed from medians, an estimate rather than a measurement."
+	say "  paired: median over the runs of the ratio ext/plain within one run (the two are measured"
+	say "  a few seconds apart)"
+fi
+say ""
+say "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $load_start)"
+
+cp "$tmp/results.txt" "$tmp/timings.csv" "$OUTDIR/"
+echo ""
+echo "results in $OUTDIR/results.txt, every timing in $OUTDIR/timings.csv"
