@@ -198,7 +198,7 @@ extern void sbx_conninfo_validate(const char *conninfo, bool trusted,
 extern void sbx_conninfo_to_params(const char *conninfo,
 								   const char ***keywords,
 								   const char ***values);
-extern char **sbx_conninfo_to_env(const char *conninfo, char **env);
+extern char **sbx_conninfo_to_env(const char *conninfo);
 extern char *sbx_conninfo_password(const char *conninfo);
 extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
 									  const char *value);

@@ -74,14 +74,16 @@ sbx_child_environment(const char *conninfo, const char *user,
 					  const char *password, const char *dbname)
 {
 	int			n = 0;
-	int			max;
 	char	  **env;
+	char	  **src = conninfo ? sbx_conninfo_to_env(conninfo) : NULL;
 	char		portstr[16];
 
 	while (environ[n] != NULL)
 		n++;
-	max = n + 64;				/* room for every libpq keyword */
-	env = palloc0(sizeof(char *) * max);
+	for (char **s = src; s && *s; s++)
+		n++;
+	/* the server's own, the source's, and our eight at most */
+	env = palloc0(sizeof(char *) * (n + 9));
 	n = 0;
 	for (char **e = environ; *e != NULL; e++)
 	{
@@ -94,11 +96,8 @@ sbx_child_environment(const char *conninfo, const char *user,
 	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
 	sbx_env_set(env, "PGHOST", sbx_local_socket_host());
 	sbx_env_set(env, "PGPORT", portstr);
-	if (conninfo)
+	if (src)
 	{
-		char	  **src = palloc0(sizeof(char *) * 64);
-
-		sbx_conninfo_to_env(conninfo, src);
 		for (char **s = src; *s != NULL; s++)
 		{
 			char	   *eq = strchr(*s, '=');

@@ -191,24 +191,26 @@ sbx_conninfo_to_params(const char *conninfo,
 }
 
 /*
- * Append NAME=VALUE strings for every keyword of the source to the
- * NULL-terminated array env (which has room for them), and return it.
+ * NAME=VALUE strings, one for every keyword of the source, as a
+ * NULL-terminated array in the current memory context.
  */
-char **
-sbx_conninfo_to_env(const char *conninfo, char **env)
+char	  **
+sbx_conninfo_to_env(const char *conninfo)
 {
 	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
 	int			n = 0;
+	char	  **env;
 
-	while (env[n] != NULL)
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
+	env = palloc0(sizeof(char *) * (n + 1));
+	n = 0;
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 	{
 		if (o->val == NULL || o->envvar == NULL)
 			continue;
 		env[n++] = psprintf("%s=%s", o->envvar, o->val);
 	}
-	env[n] = NULL;
 	PQconninfoFree(opts);
 	return env;
 }
@@ -275,7 +277,7 @@ sbx_append_conninfo_value(StringInfo buf, const char *keyword, const char *value
 
 /*
  * A copy of text with every occurrence of each secret replaced.  The list
- * of secrets is NULL-terminated; NULL and empty entries are skipped.
+ * of secrets is NULL-terminated; empty entries are skipped.
  */
 char *
 sbx_redact(const char *text, const char *const *secrets)
