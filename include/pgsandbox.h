@@ -177,6 +177,7 @@ extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
 extern void sbx_report_source_denied(const char *source, bool is_admin) pg_attribute_noreturn();
 extern void sbx_report_data_denied(const char *source) pg_attribute_noreturn();
 extern void sbx_install_login_check(void);
+extern void sbx_harden_session(void);
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
 typedef struct pg_conn PGconn;
@@ -195,7 +196,7 @@ typedef struct SbxConninfoParts
 
 extern void sbx_conninfo_validate(const char *conninfo, bool trusted,
 								  SbxConninfoParts *parts);
-extern void sbx_conninfo_to_params(const char *conninfo,
+extern void sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 								   const char ***keywords,
 								   const char ***values);
 extern char **sbx_conninfo_to_env(const char *conninfo);
@@ -214,7 +215,7 @@ typedef struct SbxChild
 	int			status;			/* wait status once exited */
 } SbxChild;
 
-extern char **sbx_child_environment(const char *conninfo,
+extern char **sbx_child_environment(const char *conninfo, bool untrusted,
 									const char *user, const char *password,
 									const char *dbname);
 extern void sbx_child_start(SbxChild *child, const char *label,

@@ -87,6 +87,7 @@ SELECT count(*) > 0 AS sees_others FROM pgsandbox.sandboxes WHERE owner NOT LIKE
 SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc');
 SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc user=regress_ada password=pw sslkey=/etc/ssl/private/server.key');
 SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc service=admin');
+SELECT pgsandbox.add_source('ada_src', 'host=db1.example.com,127.0.0.1 dbname=regress_sbx_acc user=regress_ada password=pw');
 SELECT pgsandbox.add_source('ada_src', 'dbname=regress_sbx_acc user=regress_ada password=pw');
 SELECT name FROM pgsandbox.sources ORDER BY name;
 -- here pg_hba.conf trusts everyone, so the password goes unused: refused

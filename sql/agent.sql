@@ -53,6 +53,9 @@ SELECT clock_timestamp() AS before \gset
 SELECT pgsandbox.run_sql(:'sbx', 'SET statement_timeout = 0; SELECT pg_sleep(30)', timeout => '100ms') -> 'error' ->> 'sqlstate' AS sqlstate;
 SELECT clock_timestamp() - :'before'::timestamptz < interval '10 seconds' AS cancelled_in_time;
 
+-- the sandbox role cannot hand itself to other roles
+SELECT pgsandbox.run_sql(:'sbx', 'GRANT ' || quote_ident(:'sbx') || ' TO pgsandbox_user') -> 'error' ->> 'message' AS message;
+
 -- the sandbox role cannot see pgsandbox's catalog
 SELECT pgsandbox.run_sql(:'sbx', 'SELECT * FROM pgsandbox.source') -> 'error' ->> 'message' AS message;
 

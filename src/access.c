@@ -13,9 +13,10 @@
  * on its own sandboxes and the sources granted to it.
  *
  * The login check runs as a ClientAuthentication_hook, after pg_hba.conf
- * has let the connection in, so it holds whatever pg_hba.conf says: a member
- * of pgsandbox_sandbox connects to the database of its own name or not at
- * all.
+ * has let the connection in, so it holds whatever pg_hba.conf says: a
+ * direct member of pgsandbox_sandbox connects to the database of its own
+ * name or not at all.  A ProcessUtility_hook keeps sandbox roles from
+ * granting themselves, or anything, to other roles of that kind.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,7 +30,10 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "utils/acl.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_caller);
 PG_FUNCTION_INFO_V1(pgsandbox_caller_is_admin);
@@ -37,6 +41,7 @@ PG_FUNCTION_INFO_V1(pgsandbox_grant_source);
 PG_FUNCTION_INFO_V1(pgsandbox_revoke_source);
 
 static ClientAuthentication_hook_type prev_client_auth_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
 /* The role pgsandbox acts for. */
 Oid
@@ -203,6 +208,77 @@ pgsandbox_revoke_source(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Is role a sandbox role: a direct member of pgsandbox_sandbox?  Only
+ * direct membership counts, since a sandbox role may grant itself to
+ * others (PostgreSQL 15 lets a role grant membership in itself), and those
+ * must not become sandbox roles.
+ */
+static bool
+sbx_is_sandbox_role(Oid role, Oid group)
+{
+	return SearchSysCacheExists2(AUTHMEMROLEMEM, ObjectIdGetDatum(group),
+								 ObjectIdGetDatum(role));
+}
+
+/*
+ * A sandbox role may not hand out membership in itself, nor grant anything
+ * to another sandbox role: either would reach beyond its own sandbox (and
+ * the second would keep the other's role from being dropped).
+ */
+static void
+sbx_check_sandbox_grant(Node *stmt)
+{
+	Oid			group = get_role_oid(SBX_SANDBOX_GROUP, true);
+	Oid			me = GetUserId();
+	List	   *grantees = NIL;
+	ListCell   *lc;
+
+	if (!OidIsValid(group) || !sbx_is_sandbox_role(me, group))
+		return;
+	if (IsA(stmt, GrantRoleStmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a sandbox role may not grant role memberships")));
+	if (IsA(stmt, GrantStmt))
+		grantees = ((GrantStmt *) stmt)->grantees;
+	else if (IsA(stmt, AlterDefaultPrivilegesStmt))
+		grantees = ((AlterDefaultPrivilegesStmt *) stmt)->action->grantees;
+	foreach(lc, grantees)
+	{
+		RoleSpec   *spec = lfirst(lc);
+		Oid			grantee;
+
+		if (spec->roletype != ROLESPEC_CSTRING)
+			continue;
+		grantee = get_role_oid(spec->rolename, true);
+		if (OidIsValid(grantee) && grantee != me && sbx_is_sandbox_role(grantee, group))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("a sandbox role may not grant privileges to another sandbox role")));
+	}
+}
+
+static void
+sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (IsA(stmt, GrantRoleStmt) || IsA(stmt, GrantStmt) ||
+		IsA(stmt, AlterDefaultPrivilegesStmt))
+		sbx_check_sandbox_grant(stmt);
+
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context,
+								  params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/*
  * After authentication: a member of pgsandbox_sandbox may connect only to
  * the database of its own name.  The role catalogs are shared, so they can
  * be read before the connection's database is entered, as pg_hba.conf's
@@ -221,8 +297,7 @@ sbx_client_auth(Port *port, int status)
 
 	role = get_role_oid(port->user_name, true);
 	group = get_role_oid(SBX_SANDBOX_GROUP, true);
-	if (!OidIsValid(role) || !OidIsValid(group) ||
-		!is_member_of_role_nosuper(role, group))
+	if (!OidIsValid(role) || !OidIsValid(group) || !sbx_is_sandbox_role(role, group))
 		return;
 	if (port->database_name != NULL &&
 		strcmp(port->database_name, port->user_name) == 0)
@@ -239,4 +314,23 @@ sbx_install_login_check(void)
 {
 	prev_client_auth_hook = ClientAuthentication_hook;
 	ClientAuthentication_hook = sbx_client_auth;
+	prev_process_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = sbx_process_utility;
+}
+
+/*
+ * For a superuser session inside a sandbox (the clone worker, the
+ * janitor): the sandbox role owns the database and may have given it
+ * settings (ALTER DATABASE ... SET) meant to trap such a session, such as a
+ * search_path that puts its own operators first.  Override them.
+ */
+void
+sbx_harden_session(void)
+{
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
 }

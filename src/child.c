@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -70,7 +71,7 @@ sbx_env_set(char **env, const char *name, const char *value)
  * pg_restore).  Allocated in the current memory context.
  */
 char	  **
-sbx_child_environment(const char *conninfo, const char *user,
+sbx_child_environment(const char *conninfo, bool untrusted, const char *user,
 					  const char *password, const char *dbname)
 {
 	int			n = 0;
@@ -82,8 +83,8 @@ sbx_child_environment(const char *conninfo, const char *user,
 		n++;
 	for (char **s = src; s && *s; s++)
 		n++;
-	/* the server's own, the source's, and our eight at most */
-	env = palloc0(sizeof(char *) * (n + 9));
+	/* the server's own, the source's, and our twelve at most */
+	env = palloc0(sizeof(char *) * (n + 13));
 	n = 0;
 	for (char **e = environ; *e != NULL; e++)
 	{
@@ -105,6 +106,14 @@ sbx_child_environment(const char *conninfo, const char *user,
 			*eq = '\0';
 			sbx_env_set(env, *s, eq + 1);
 		}
+	}
+	if (conninfo && untrusted)
+	{
+		/* nothing of the server's own identity for an untrusted source */
+		sbx_env_set(env, "PGPASSFILE", "/dev/null");
+		sbx_env_set(env, "PGSSLCERT", "/nonexistent/pgsandbox.crt");
+		sbx_env_set(env, "PGSSLKEY", "/nonexistent/pgsandbox.key");
+		sbx_env_set(env, "PGGSSENCMODE", "disable");
 	}
 	if (user)
 	{
@@ -149,8 +158,15 @@ sbx_child_exec(char *const argv[], char *const envp[],
 		dup2(stdout_fd >= 0 ? stdout_fd : devnull, 1) < 0 ||
 		dup2(stderr_fd, 2) < 0)
 		_exit(127);
-	for (int fd = 3; fd < 1024; fd++)
-		close(fd);
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
+#endif
+	{
+		long		maxfd = sysconf(_SC_OPEN_MAX);
+
+		for (int fd = 3; fd < (maxfd > 0 ? maxfd : 65536); fd++)
+			close(fd);
+	}
 
 	execve(argv[0], argv, envp);
 	{
@@ -174,6 +190,8 @@ sbx_child_start(SbxChild *child, const char *label, char *const argv[],
 	int			errpipe[2];
 	pid_t		parent = getpid();
 	pid_t		pid;
+	sigset_t	all;
+	sigset_t	saved;
 
 	memset(child, 0, sizeof(*child));
 	child->label = label;
@@ -185,8 +203,17 @@ sbx_child_start(SbxChild *child, const char *label, char *const argv[],
 				(errcode_for_file_access(),
 				 errmsg("could not create pipe for %s: %m", label)));
 
+	/*
+	 * Signals stay blocked across fork, so that the child never runs the
+	 * backend's handlers; it resets them and unblocks before exec.
+	 */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &saved);
 	fflush(NULL);
 	pid = fork();
+	if (pid == 0)
+		sbx_child_exec(argv, envp, stdin_fd, stdout_fd, errpipe[1], parent);
+	sigprocmask(SIG_SETMASK, &saved, NULL);
 	if (pid < 0)
 	{
 		int			save_errno = errno;
@@ -198,8 +225,6 @@ sbx_child_start(SbxChild *child, const char *label, char *const argv[],
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("could not start %s: %m", label)));
 	}
-	if (pid == 0)
-		sbx_child_exec(argv, envp, stdin_fd, stdout_fd, errpipe[1], parent);
 
 	close(errpipe[1]);
 	if (fcntl(errpipe[0], F_SETFL, O_NONBLOCK) < 0)

@@ -90,7 +90,8 @@ sbx_source_extensions(void)
 	PGresult   *res;
 	List	   *result = NIL;
 
-	sbx_conninfo_to_params(sbx_job.conninfo, &keywords, &values);
+	sbx_conninfo_to_params(sbx_job.conninfo, sbx_job.require_password,
+						   &keywords, &values);
 	conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
 	for (int i = 0; keywords[i] != NULL; i++)
 	{
@@ -473,9 +474,10 @@ sbx_fill_sandbox(void)
 	if (extensions != NIL)
 		sbx_create_extensions(extensions);
 
-	dump_env = sbx_child_environment(sbx_job.conninfo, NULL, NULL, NULL);
-	restore_env = sbx_child_environment(NULL, sbx_job.name, sbx_job.password,
-										sbx_job.name);
+	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
+									 NULL, NULL, NULL);
+	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
+										sbx_job.password, sbx_job.name);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 	if (extensions == NIL)
 		sbx_stream(dump_env, restore_env);
@@ -506,6 +508,7 @@ void
 sbx_clone_worker_main(Datum main_arg)
 {
 	int			j = DatumGetInt32(main_arg);
+	int64		sandbox_id;
 	char	   *source_password;
 
 	pqsignal(SIGTERM, die);
@@ -515,11 +518,13 @@ sbx_clone_worker_main(Datum main_arg)
 	memcpy(&sbx_job, &sbx_shared->jobs[j], sizeof(sbx_job));
 	LWLockRelease(sbx_shared->lock);
 	before_shmem_exit(sbx_clone_worker_exit, (Datum) 0);
-	if (!sbx_job.in_use)
+	memcpy(&sandbox_id, MyBgworkerEntry->bgw_extra, sizeof(sandbox_id));
+	if (!sbx_job.in_use || sbx_job.sandbox_id != sandbox_id)
 		proc_exit(0);
 
 	BackgroundWorkerInitializeConnectionByOid(sbx_job.dboid, InvalidOid, 0);
 	pgstat_report_appname("pgsandbox clone");
+	sbx_harden_session();
 
 	source_password = sbx_conninfo_password(sbx_job.conninfo);
 	sbx_secrets[0] = sbx_job.password;

@@ -135,6 +135,16 @@ sbx_conninfo_validate(const char *conninfo, bool trusted, SbxConninfoParts *part
 		}
 		if (strcmp(kw, "password") == 0 && o->val[0] != '\0')
 			has_password = true;
+		if (!trusted && strchr(o->val, ',') != NULL &&
+			(strcmp(kw, "host") == 0 || strcmp(kw, "hostaddr") == 0 ||
+			 strcmp(kw, "port") == 0))
+		{
+			PQconninfoFree(opts);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("only a superuser may add a source with several hosts"),
+					 errdetail("The password is checked on one connection; pg_dump could reach another host.")));
+		}
 		if (strcmp(o->keyword, "host") == 0)
 			parts->host = pstrdup(o->val);
 		else if (strcmp(o->keyword, "port") == 0)
@@ -160,7 +170,7 @@ sbx_conninfo_validate(const char *conninfo, bool trusted, SbxConninfoParts *part
  * NULL-terminated arrays in the current memory context.
  */
 void
-sbx_conninfo_to_params(const char *conninfo,
+sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 					   const char ***keywords, const char ***values)
 {
 	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
@@ -170,8 +180,8 @@ sbx_conninfo_to_params(const char *conninfo,
 
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
-	*keywords = palloc0(sizeof(char *) * (n + 4));
-	*values = palloc0(sizeof(char *) * (n + 4));
+	*keywords = palloc0(sizeof(char *) * (n + 8));
+	*values = palloc0(sizeof(char *) * (n + 8));
 
 	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
 	(*keywords)[i] = "host";
@@ -186,6 +196,18 @@ sbx_conninfo_to_params(const char *conninfo,
 			continue;
 		(*keywords)[i] = pstrdup(o->keyword);
 		(*values)[i++] = pstrdup(o->val);
+	}
+	if (untrusted)
+	{
+		/* nothing of the server's own identity (see sbx_conninfo_validate) */
+		(*keywords)[i] = "passfile";
+		(*values)[i++] = "/dev/null";
+		(*keywords)[i] = "sslcert";
+		(*values)[i++] = "/nonexistent/pgsandbox.crt";
+		(*keywords)[i] = "sslkey";
+		(*values)[i++] = "/nonexistent/pgsandbox.key";
+		(*keywords)[i] = "gssencmode";
+		(*values)[i++] = "disable";
 	}
 	PQconninfoFree(opts);
 }

@@ -63,7 +63,7 @@ sbx_program_major(const char *path)
 	argv[0] = (char *) path;
 	argv[1] = "--version";
 	argv[2] = NULL;
-	envp = sbx_child_environment(NULL, NULL, NULL, NULL);
+	envp = sbx_child_environment(NULL, false, NULL, NULL, NULL);
 	if (pipe(outpipe) < 0)
 		return 0;
 	sbx_child_start(&child, "pg_dump", argv, envp, -1, outpipe[1]);
@@ -143,7 +143,7 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 		PGconn	   *conn;
 		int			n = 0;
 
-		sbx_conninfo_to_params(lfirst(lc), &keywords, &values);
+		sbx_conninfo_to_params(lfirst(lc), false, &keywords, &values);
 		while (keywords[n] != NULL)
 			n++;
 		/* a timeout of our own unless the source sets one */
@@ -237,7 +237,9 @@ sbx_check_catalog(SbxDoctor *d)
 	if (SPI_execute("SELECT d.datname FROM pg_catalog.pg_database d"
 					"  JOIN pg_catalog.pg_roles r ON r.oid = d.datdba"
 					" WHERE NOT r.rolsuper"
-					"   AND pg_catalog.pg_has_role(d.datdba, '" SBX_SANDBOX_GROUP "', 'MEMBER')"
+					"   AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
+					"                WHERE m.member = d.datdba"
+					"                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
 					"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 					"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
 					"                      AND s.status IN ('cloning', 'ready'))"

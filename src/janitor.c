@@ -63,13 +63,14 @@ sbx_janitor_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("pgsandbox janitor");
+	sbx_harden_session();
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_execute("SELECT gid FROM pg_catalog.pg_prepared_xacts"
-					" WHERE database = pg_catalog.current_database()",
+					" WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not list prepared transactions");
 	for (uint64 i = 0; i < SPI_processed; i++)

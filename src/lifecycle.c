@@ -327,7 +327,12 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	sbx_xact_commit();
 
 	/* the database, owned by the role, from the pristine template */
-	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0",
+	/*
+	 * Created closed to connections, so that no one slips in before CONNECT
+	 * is revoked from PUBLIC; opened in the same transaction as the revoke.
+	 */
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0"
+								  " ALLOW_CONNECTIONS false",
 								  quote_identifier(name), quote_identifier(name)),
 						 "pgsandbox: creating a sandbox database");
 
@@ -341,6 +346,8 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 	job->dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC",
+							 quote_identifier(name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
 							 quote_identifier(name)), NULL);
 	sbx_xact_commit();
 

@@ -138,6 +138,9 @@ sbx_source_connect(const char *source)
 
 	values[0] = CStringGetTextDatum(source);
 	SPI_connect();
+	/* reading a source is for those who may clone it now */
+	if (!sbx_may_clone(sbx_caller(), sbx_is_admin(sbx_caller()), source))
+		sbx_report_source_denied(source, sbx_is_admin(sbx_caller()));
 	if (SPI_execute_with_args("SELECT conninfo, require_password FROM pgsandbox.source"
 							  " WHERE name = $1", 1, argtypes, values, NULL,
 							  true, 1) != SPI_OK_SELECT)
@@ -156,7 +159,7 @@ sbx_source_connect(const char *source)
 	secrets[1] = NULL;
 	if (secrets[0] == NULL)
 		secrets[0] = "";
-	sbx_conninfo_to_params(conninfo, &keywords, &params);
+	sbx_conninfo_to_params(conninfo, require_password, &keywords, &params);
 	explicit_bzero(conninfo, strlen(conninfo));
 	conn = libpqsrv_connect_params(keywords, params, false, PG_WAIT_EXTENSION);
 	if (PQstatus(conn) != CONNECTION_OK)

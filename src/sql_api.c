@@ -24,6 +24,7 @@
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_add_source);
@@ -32,6 +33,22 @@ PG_FUNCTION_INFO_V1(pgsandbox_clone);
 PG_FUNCTION_INFO_V1(pgsandbox_drop);
 PG_FUNCTION_INFO_V1(pgsandbox_extend);
 PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
+
+/*
+ * In a PG_CATCH block: raise the error again without the statement, whose
+ * text may hold a secret.
+ */
+static void pg_attribute_noreturn()
+sbx_rethrow_hiding_statement(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	edata->hide_stmt = true;
+	ReThrowError(edata);
+}
 
 /* Raise the "must not be null" error for argument n when it is NULL. */
 static void
@@ -156,6 +173,7 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	char	   *conninfo;
 	bool		allow_data;
 	bool		trusted;
+	MemoryContext cxt = CurrentMemoryContext;
 	SbxConninfoParts parts;
 	Oid			argtypes[8] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
 	TEXTOID, TEXTOID, BOOLOID};
@@ -174,7 +192,20 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	sbx_require_admin();
 	sbx_check_source_name(name);
 	trusted = superuser_arg(sbx_caller());
-	sbx_conninfo_validate(conninfo, trusted, &parts);
+
+	/*
+	 * The call's text holds the connection string: keep it out of the
+	 * STATEMENT line that log_min_error_statement adds to a logged error.
+	 */
+	PG_TRY();
+	{
+		sbx_conninfo_validate(conninfo, trusted, &parts);
+	}
+	PG_CATCH();
+	{
+		sbx_rethrow_hiding_statement(cxt);
+	}
+	PG_END_TRY();
 
 	values[0] = CStringGetTextDatum(name);
 	values[1] = CStringGetTextDatum(conninfo);
@@ -197,7 +228,8 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	if (SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("source \"%s\" already exists", name)));
+				 errmsg("source \"%s\" already exists", name),
+				 errhidestmt(true)));
 	rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
 							   "(name, conninfo, allow_data, host, port, dbname, \"user\","
 							   " require_password) "

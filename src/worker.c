@@ -80,13 +80,15 @@ sbx_worker_detach(int code, Datum arg)
 
 /*
  * Write the outcome of a request and wake its caller; a slot whose caller
- * left is freed instead.  'outcome' carries the result fields.
+ * left is freed instead.  'outcome' carries the result fields.  Returns
+ * whether the caller gets the outcome.
  */
-static void
+static bool
 sbx_request_finish(int slot, const SbxRequest *outcome)
 {
 	SbxRequest *req = &sbx_shared->requests[slot];
 	Latch	   *latch = NULL;
+	bool		delivered;
 
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	if (req->abandoned)
@@ -106,9 +108,11 @@ sbx_request_finish(int slot, const SbxRequest *outcome)
 		req->state = SBX_SLOT_DONE;
 		latch = req->caller_latch;
 	}
+	delivered = (latch != NULL);
 	LWLockRelease(sbx_shared->lock);
 	if (latch)
 		SetLatch(latch);
+	return delivered;
 }
 
 static void
@@ -121,7 +125,7 @@ sbx_request_fail(int slot, int sqlerrcode, const char *message, const char *deta
 	strlcpy(outcome.message, message, sizeof(outcome.message));
 	if (detail)
 		strlcpy(outcome.detail, detail, sizeof(outcome.detail));
-	sbx_request_finish(slot, &outcome);
+	(void) sbx_request_finish(slot, &outcome);
 }
 
 /*
@@ -193,7 +197,7 @@ sbx_dynamic_worker(BackgroundWorker *worker, const char *function,
 }
 
 static void
-sbx_start_clone_worker(int j, const char *name)
+sbx_start_clone_worker(int j, const char *name, int64 sandbox_id)
 {
 	BackgroundWorker worker;
 	MemoryContext old;
@@ -201,6 +205,8 @@ sbx_start_clone_worker(int j, const char *name)
 
 	sbx_dynamic_worker(&worker, "sbx_clone_worker_main", "pgsandbox clone", name,
 					   Int32GetDatum(j));
+	/* which sandbox: a worker started late must not take a reused job */
+	memcpy(worker.bgw_extra, &sandbox_id, sizeof(sandbox_id));
 
 	/* the handle outlives the loop's memory */
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -241,7 +247,7 @@ sbx_clone_start(int slot, int j, const SbxRequest *req)
 		sbx_jobs[j].terminated = false;
 		sbx_jobs[j].started = GetCurrentTimestamp();
 		strlcpy(sbx_jobs[j].actor, req->actor, NAMEDATALEN);
-		sbx_start_clone_worker(j, job.name);
+		sbx_start_clone_worker(j, job.name, sandbox_id);
 	}
 	PG_CATCH();
 	{
@@ -299,10 +305,18 @@ sbx_clone_finish(int j)
 												 sbx_jobs[j].actor, secs);
 			strlcpy(outcome.result_name, job.name, sizeof(outcome.result_name));
 			memcpy(outcome.password, job.password, sizeof(outcome.password));
-			sbx_request_finish(job.request, &outcome);
-			ereport(LOG,
-					(errmsg("pgsandbox: sandbox \"%s\" is ready (source \"%s\", %.1f s)",
-							job.name, job.source, secs)));
+			if (sbx_request_finish(job.request, &outcome))
+				ereport(LOG,
+						(errmsg("pgsandbox: sandbox \"%s\" is ready (source \"%s\", %.1f s)",
+								job.name, job.source, secs)));
+			else
+			{
+				/* the caller left at the last moment: no one has the credentials */
+				(void) sbx_drop(job.name, &sbx_worker_request, "cleanup", SBX_WORKER_ACTOR);
+				ereport(LOG,
+						(errmsg("pgsandbox: dropped sandbox \"%s\", whose caller stopped waiting as it became ready",
+								job.name)));
+			}
 		}
 		PG_CATCH();
 		{
@@ -393,7 +407,7 @@ sbx_serve_drop(int slot, const SbxRequest *req)
 									   req->actor);
 		else
 			outcome.expires_at = sbx_extend(req->name, req);
-		sbx_request_finish(slot, &outcome);
+		(void) sbx_request_finish(slot, &outcome);
 	}
 	PG_CATCH();
 	{
