@@ -216,8 +216,12 @@ pgsandbox_revoke_source(PG_FUNCTION_ARGS)
 static bool
 sbx_is_sandbox_role(Oid role, Oid group)
 {
-	return SearchSysCacheExists2(AUTHMEMROLEMEM, ObjectIdGetDatum(group),
-								 ObjectIdGetDatum(role));
+	/*
+	 * By (member, role): that cache's index is one the login path can read
+	 * before a database is selected, the other's is not.
+	 */
+	return SearchSysCacheExists2(AUTHMEMMEMROLE, ObjectIdGetDatum(role),
+								 ObjectIdGetDatum(group));
 }
 
 /*
