@@ -224,51 +224,56 @@ sbx_check_hba(SbxDoctor *d)
 								found.data, SBX_SANDBOX_GROUP));
 }
 
+/* The first column of a query's rows, joined with ", " ("" if none). */
+static char *
+sbx_name_list(const char *query)
+{
+	StringInfoData list;
+
+	initStringInfo(&list);
+	SPI_connect();
+	if (SPI_execute(query, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run a doctor() query");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		appendStringInfo(&list, "%s%s", list.len ? ", " : "",
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	return list.data;
+}
+
 /* Sandbox databases without a live catalog row, and the reverse. */
 static void
 sbx_check_catalog(SbxDoctor *d)
 {
-	StringInfoData orphans;
-	StringInfoData missing;
+	char	   *orphans;
+	char	   *missing;
 
-	initStringInfo(&orphans);
-	initStringInfo(&missing);
-	SPI_connect();
-	if (SPI_execute("SELECT d.datname FROM pg_catalog.pg_database d"
-					"  JOIN pg_catalog.pg_roles r ON r.oid = d.datdba"
-					" WHERE NOT r.rolsuper"
-					"   AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
-					"                WHERE m.member = d.datdba"
-					"                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
-					"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
-					"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
-					"                      AND s.status IN ('cloning', 'ready'))"
-					" ORDER BY 1", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pg_database");
-	for (uint64 i = 0; i < SPI_processed; i++)
-		appendStringInfo(&orphans, "%s%s", orphans.len ? ", " : "",
-						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-	if (SPI_execute("SELECT s.name FROM pgsandbox.sandbox s"
-					" WHERE s.status = 'ready'"
-					"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-					"                    WHERE d.datname = s.name AND d.oid = s.db_oid)"
-					" ORDER BY 1", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the sandboxes");
-	for (uint64 i = 0; i < SPI_processed; i++)
-		appendStringInfo(&missing, "%s%s", missing.len ? ", " : "",
-						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-	SPI_finish();
+	orphans = sbx_name_list("SELECT d.datname FROM pg_catalog.pg_database d"
+							"  JOIN pg_catalog.pg_roles r ON r.oid = d.datdba"
+							" WHERE NOT r.rolsuper"
+							"   AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
+							"                WHERE m.member = d.datdba"
+							"                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
+							"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+							"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
+							"                      AND s.status IN ('cloning', 'ready'))"
+							" ORDER BY 1");
+	missing = sbx_name_list("SELECT s.name FROM pgsandbox.sandbox s"
+							" WHERE s.status = 'ready'"
+							"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
+							"                    WHERE d.datname = s.name AND d.oid = s.db_oid)"
+							" ORDER BY 1");
 
-	sbx_doctor_row(d, "every sandbox database is tracked", orphans.len == 0,
-				   orphans.len == 0 ? "No database of a sandbox role lacks a live catalog row."
+	sbx_doctor_row(d, "every sandbox database is tracked", orphans[0] == '\0',
+				   orphans[0] == '\0' ? "No database of a sandbox role lacks a live catalog row."
 				   : psprintf("Databases owned by sandbox roles with no live catalog row: %s. "
 							  "pgsandbox will not drop them; check and drop them by hand.",
-							  orphans.data));
-	sbx_doctor_row(d, "every ready sandbox has its database", missing.len == 0,
-				   missing.len == 0 ? "Every ready sandbox has its database."
+							  orphans));
+	sbx_doctor_row(d, "every ready sandbox has its database", missing[0] == '\0',
+				   missing[0] == '\0' ? "Every ready sandbox has its database."
 				   : psprintf("Ready sandboxes without their database: %s. "
 							  "The worker finishes their drop when it next starts.",
-							  missing.data));
+							  missing));
 }
 
 /*
