@@ -261,6 +261,8 @@ sbx_clone_start(int slot, int j, const SbxRequest *req)
 		}
 		LWLockRelease(sbx_shared->lock);
 		sbx_jobs[j].handle = NULL;
+		explicit_bzero(job.password, sizeof(job.password));
+		explicit_bzero(job.conninfo, sizeof(job.conninfo));
 
 		if (sandbox_id > 0)
 			sbx_fail_clone_quietly(sandbox_id, edata->message, req->actor);
