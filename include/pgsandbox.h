@@ -35,6 +35,7 @@
 #define SBX_ADMIN_GROUP			"pgsandbox_admin"
 #define SBX_USER_GROUP			"pgsandbox_user"
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
+#define SBX_TMP_DIR				"pgsandbox_tmp" /* in the data directory */
 
 /* settings (pgsandbox.c) */
 extern char *sbx_database;
@@ -104,7 +105,9 @@ typedef struct SbxRequest
 typedef struct SbxCloneJob
 {
 	bool		in_use;
-	int			request;		/* index of the request slot */
+	int			request;		/* index of the request slot, -1 if no
+								 * caller waits for this clone */
+	uint64		request_serial; /* the request's serial in that slot */
 	int64		sandbox_id;
 	Oid			dboid;
 	char		name[NAMEDATALEN];	/* database and role */
@@ -135,6 +138,7 @@ typedef struct SbxShared
 
 extern SbxShared *sbx_shared;
 
+/* the caller's half of the queue protocol */
 extern void sbx_queue_request_shmem(void);
 extern void sbx_queue_startup_shmem(void);
 extern SbxShared *sbx_queue_attach(void);
@@ -142,32 +146,83 @@ extern int	sbx_queue_submit(const SbxRequest *req);
 extern void sbx_queue_wait(int slot, SbxRequest *result);
 extern void sbx_queue_wake_worker(void);
 
-/* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
+/* the lifecycle worker's half */
+extern List *sbx_queue_pending(void);
+extern bool sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy);
+extern bool sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome);
+extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
+								   const char *message, const char *detail);
+extern bool sbx_queue_abandoned(int slot, uint64 serial);
+extern void sbx_queue_fail_running(const char *message);
+
+/* starting dynamic workers of this module (dynworker.c) */
 struct BackgroundWorker;
+struct BackgroundWorkerHandle;
+extern struct BackgroundWorkerHandle *sbx_start_dynamic_worker(const char *function,
+															   const char *type,
+															   const char *name,
+															   Datum arg,
+															   const void *extra,
+															   Size extra_len);
+extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
+
+/* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
 extern void sbx_register_lifecycle_worker(void);
-extern void sbx_dynamic_worker(struct BackgroundWorker *worker,
-							   const char *function, const char *type,
-							   const char *name, Datum arg);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
 /* rolling back a sandbox's prepared transactions (janitor.c) */
-extern void sbx_rollback_prepared(Oid dboid, const char *name);
+extern bool sbx_janitor_start(Oid dboid, const char *name);
+extern void sbx_janitor_wait(Oid dboid);
+extern bool sbx_janitors_running(void);
 extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
 
+/*
+ * Who a lifecycle operation acts for: the role (checked for ownership
+ * unless it is an admin) and the name the event log records.
+ */
+typedef struct SbxActor
+{
+	Oid			role;
+	bool		is_admin;
+	const char *name;
+} SbxActor;
+
+/* the lifecycle worker acting on its own: an admin, on live sandboxes */
+extern const SbxActor sbx_worker_actor;
+
+/* what to clone, and for how long */
+typedef struct SbxCloneSpec
+{
+	const char *source;
+	bool		schema_only;
+	int64		ttl_secs;
+	const char *labels;			/* text form of a jsonb object */
+} SbxCloneSpec;
+
+/* what a drop did */
+typedef enum SbxDropOutcome
+{
+	SBX_DROP_NOTHING,			/* not live and expired (only_if_expired) */
+	SBX_DROP_DONE,
+	SBX_DROP_DEFERRED			/* waits for a janitor; try again later */
+} SbxDropOutcome;
+
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
-extern void sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job,
-							int64 *sandbox_id);
+extern void sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec,
+							SbxCloneJob *job);
 extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *password,
 								   const char *actor, double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
-extern bool sbx_drop(const char *name, const SbxRequest *req,
-					 const char *action, const char *actor);
-extern TimestampTz sbx_extend(const char *name, const SbxRequest *req);
+extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
+							   bool only_if_expired, bool may_defer,
+							   const char *action);
+extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
+							  int64 ttl_secs);
 extern List *sbx_expired_sandboxes(void);
-extern const SbxRequest sbx_worker_request;
-extern void sbx_reconcile(void);
+extern List *sbx_reconcile_todo(void);
+extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* access control (access.c) */
 extern Oid	sbx_caller(void);
@@ -184,6 +239,14 @@ typedef struct pg_conn PGconn;
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
 extern PGconn *sbx_source_connect(const char *source);
 extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);
+
+/* connecting to sources (source_conn.c) */
+extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
+									  bool require_password, int connect_timeout,
+									  int *sqlerrcode, char **message,
+									  char **detail);
+extern PGconn *sbx_source_open(const char *name, const char *conninfo,
+							   bool require_password);
 
 /* source connection strings (conninfo.c) */
 typedef struct SbxConninfoParts
@@ -224,6 +287,8 @@ extern void sbx_child_start(SbxChild *child, const char *label,
 extern void sbx_children_wait(SbxChild *children, int nchildren);
 extern void sbx_children_kill(SbxChild *children, int nchildren);
 extern bool sbx_child_succeeded(const SbxChild *child);
+extern char *sbx_child_output(const char *label, char *const argv[],
+							  char *const envp[], int maxbytes);
 extern bool sbx_child_broken_pipe(const SbxChild *child);
 extern char *sbx_child_describe_failure(const SbxChild *child,
 										const char *const *secrets);

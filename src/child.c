@@ -433,3 +433,77 @@ sbx_child_describe_failure(const SbxChild *child, const char *const *secrets)
 	}
 	return buf.data;
 }
+
+/*
+ * Run a short-lived program and return what it writes to stdout (at most
+ * maxbytes of it), or NULL if it fails.  Interrupts are served while it
+ * runs; on an error the child is killed and the pipe closed.
+ */
+char *
+sbx_child_output(const char *label, char *const argv[], char *const envp[],
+				 int maxbytes)
+{
+	SbxChild	child;
+	int			fds[2];
+	volatile int rfd;
+	volatile int wfd;
+	StringInfoData out;
+	volatile bool started = false;
+
+	if (pipe(fds) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create a pipe for %s: %m", label)));
+	rfd = fds[0];
+	wfd = fds[1];
+	initStringInfo(&out);
+	PG_TRY();
+	{
+		if (fcntl(rfd, F_SETFL, O_NONBLOCK) < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not make the pipe of %s non-blocking: %m", label)));
+		sbx_child_start(&child, label, argv, envp, -1, wfd);
+		started = true;
+		close(wfd);
+		wfd = -1;
+		for (;;)
+		{
+			struct pollfd pfd = {rfd, POLLIN, 0};
+			char		buf[1024];
+			ssize_t		n;
+
+			if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
+				ereport(ERROR,
+						(errcode_for_socket_access(),
+						 errmsg("could not wait for %s: %m", label)));
+			n = read(rfd, buf, sizeof(buf));
+			if (n > 0)
+				appendBinaryStringInfo(&out, buf, Min(n, Max(maxbytes - out.len, 0)));
+			else if (n == 0)
+				break;
+			else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not read the output of %s: %m", label)));
+			CHECK_FOR_INTERRUPTS();
+		}
+		close(rfd);
+		rfd = -1;
+		sbx_children_wait(&child, 1);
+	}
+	PG_CATCH();
+	{
+		if (rfd >= 0)
+			close(rfd);
+		if (wfd >= 0)
+			close(wfd);
+		if (started)
+			sbx_children_kill(&child, 1);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!sbx_child_succeeded(&child))
+		return NULL;
+	return out.data;
+}

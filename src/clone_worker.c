@@ -46,8 +46,6 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#define SBX_TMP_DIR "pgsandbox_tmp"
-
 typedef struct SbxExtension
 {
 	char	   *name;
@@ -84,39 +82,11 @@ sbx_clone_worker_exit(int code, Datum arg)
 static List *
 sbx_source_extensions(void)
 {
-	const char **keywords;
-	const char **values;
 	PGconn	   *conn;
 	PGresult   *res;
 	List	   *result = NIL;
 
-	sbx_conninfo_to_params(sbx_job.conninfo, sbx_job.require_password,
-						   &keywords, &values);
-	conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
-	for (int i = 0; keywords[i] != NULL; i++)
-	{
-		if (strcmp(keywords[i], "password") == 0)
-			explicit_bzero((char *) values[i], strlen(values[i]));
-	}
-	if (PQstatus(conn) != CONNECTION_OK)
-	{
-		char	   *msg = sbx_redact(PQerrorMessage(conn), sbx_secrets);
-
-		libpqsrv_disconnect(conn);
-		(void) pg_strip_crlf(msg);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not connect to source \"%s\"", sbx_job.source),
-				 errdetail_internal("%s", msg)));
-	}
-	if (sbx_job.require_password && !PQconnectionUsedPassword(conn))
-	{
-		libpqsrv_disconnect(conn);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the connection to source \"%s\" did not use its password", sbx_job.source),
-				 errdetail("The source was added by a non-superuser, so it must authenticate by password, not by the server's identity.")));
-	}
+	conn = sbx_source_open(sbx_job.source, sbx_job.conninfo, sbx_job.require_password);
 
 	res = libpqsrv_exec(conn,
 						"SELECT e.extname, n.nspname"

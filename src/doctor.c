@@ -52,33 +52,19 @@ static int
 sbx_program_major(const char *path)
 {
 	char	   *argv[3];
-	char	  **envp;
-	SbxChild	child;
-	int			outpipe[2];
-	char		buf[256];
-	ssize_t		n;
-	int			major = 0;
+	char	   *out;
 	const char *p;
 
 	argv[0] = (char *) path;
 	argv[1] = "--version";
 	argv[2] = NULL;
-	envp = sbx_child_environment(NULL, false, NULL, NULL, NULL);
-	if (pipe(outpipe) < 0)
+	out = sbx_child_output(path, argv,
+						   sbx_child_environment(NULL, false, NULL, NULL, NULL), 256);
+	if (out == NULL)
 		return 0;
-	sbx_child_start(&child, "pg_dump", argv, envp, -1, outpipe[1]);
-	close(outpipe[1]);
-	n = read(outpipe[0], buf, sizeof(buf) - 1);
-	close(outpipe[0]);
-	sbx_children_wait(&child, 1);
-	if (n <= 0 || !sbx_child_succeeded(&child))
-		return 0;
-	buf[n] = '\0';
 	/* "pg_dump (PostgreSQL) 15.20 (Debian ...)" */
-	p = strstr(buf, ") ");
-	if (p)
-		major = atoi(p + 2);
-	return major;
+	p = strstr(out, ") ");
+	return p ? atoi(p + 2) : 0;
 }
 
 static void
@@ -115,58 +101,47 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 {
 	List	   *names = NIL;
 	List	   *conninfos = NIL;
+	List	   *untrusted = NIL;
 	ListCell   *ln;
 	ListCell   *lc;
+	ListCell   *lu;
 	MemoryContext outer = CurrentMemoryContext;
 
 	SPI_connect();
-	if (SPI_execute("SELECT name, conninfo FROM pgsandbox.source ORDER BY name",
+	if (SPI_execute("SELECT name, conninfo, require_password FROM pgsandbox.source ORDER BY name",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the sources");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		MemoryContext old = MemoryContextSwitchTo(outer);
+		bool		isnull;
 
 		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
 		conninfos = lappend(conninfos, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		untrusted = lappend_int(untrusted,
+								DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 3, &isnull)));
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
 
-	forboth(ln, names, lc, conninfos)
+	forthree(ln, names, lc, conninfos, lu, untrusted)
 	{
 		const char *name = lfirst(ln);
-		const char **keywords;
-		const char **values;
-		const char *secrets[2];
 		char	   *check = psprintf("source \"%s\" can be dumped", name);
 		PGconn	   *conn;
-		int			n = 0;
+		int			code;
+		char	   *message;
+		char	   *detail;
 
-		sbx_conninfo_to_params(lfirst(lc), false, &keywords, &values);
-		while (keywords[n] != NULL)
-			n++;
-		/* a timeout of our own unless the source sets one */
-		keywords = repalloc(keywords, sizeof(char *) * (n + 2));
-		values = repalloc(values, sizeof(char *) * (n + 2));
-		memmove(keywords + 1, keywords, sizeof(char *) * (n + 1));
-		memmove(values + 1, values, sizeof(char *) * (n + 1));
-		keywords[0] = "connect_timeout";
-		values[0] = "5";
-
-		secrets[0] = sbx_conninfo_password(lfirst(lc));
-		secrets[1] = NULL;
-		if (secrets[0] == NULL)
-			secrets[0] = "";
-
-		conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
-		if (PQstatus(conn) != CONNECTION_OK)
-		{
-			char	   *msg = sbx_redact(PQerrorMessage(conn), secrets);
-
-			msg[strcspn(msg, "\n")] = '\0';
-			sbx_doctor_row(d, check, false, psprintf("Cannot connect: %s", msg));
-		}
+		/* as a clone would connect, with a timeout of our own */
+		conn = sbx_source_try_connect(name, lfirst(lc), lfirst_int(lu) != 0, 5,
+									  &code, &message, &detail);
+		if (conn == NULL)
+			sbx_doctor_row(d, check, false,
+						   psprintf("Cannot connect: %s",
+									code == ERRCODE_CONNECTION_FAILURE ? detail
+									: psprintf("%s. %s", message, detail)));
 		else
 		{
 			int			major = PQserverVersion(conn) / 10000;
@@ -178,8 +153,9 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 			else
 				sbx_doctor_row(d, check, true,
 							   psprintf("The source runs PostgreSQL %d.", major));
+			libpqsrv_disconnect(conn);
 		}
-		libpqsrv_disconnect(conn);
+		explicit_bzero(lfirst(lc), strlen(lfirst(lc)));
 	}
 }
 

@@ -9,7 +9,9 @@
  * sandbox role has left some behind (possible where max_prepared_transactions
  * is above zero), the lifecycle worker starts a short-lived "pgsandbox
  * janitor" worker connected to the sandbox database, which rolls every one
- * of them back, and waits for it before dropping the database.
+ * of them back.  The worker does not wait for it: the drop request is
+ * set aside and served again once the janitor has stopped, and other
+ * callers are served meanwhile.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,32 +25,117 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-/*
- * In the lifecycle worker: roll back the prepared transactions of database
- * dboid, through a janitor worker, and wait for it.
- */
-void
-sbx_rollback_prepared(Oid dboid, const char *name)
+/* the janitors the lifecycle worker has started and not yet seen stop */
+typedef struct SbxJanitor
 {
-	BackgroundWorker worker;
+	Oid			dboid;
 	BackgroundWorkerHandle *handle;
-	pid_t		pid;
+} SbxJanitor;
 
-	sbx_dynamic_worker(&worker, "sbx_janitor_main", "pgsandbox janitor", name,
-					   ObjectIdGetDatum(dboid));
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+#define SBX_MAX_JANITORS	8
+
+static SbxJanitor sbx_janitors[SBX_MAX_JANITORS];
+
+/* Forget the janitors that have stopped; return how many still run. */
+static int
+sbx_janitors_check(void)
+{
+	int			running = 0;
+
+	for (int i = 0; i < SBX_MAX_JANITORS; i++)
+	{
+		if (sbx_janitors[i].handle == NULL)
+			continue;
+		if (sbx_dynamic_worker_stopped(sbx_janitors[i].handle))
+		{
+			pfree(sbx_janitors[i].handle);
+			sbx_janitors[i].handle = NULL;
+			sbx_janitors[i].dboid = InvalidOid;
+		}
+		else
+			running++;
+	}
+	return running;
+}
+
+static bool
+sbx_janitor_running_for(Oid dboid)
+{
+	sbx_janitors_check();
+	for (int i = 0; i < SBX_MAX_JANITORS; i++)
+	{
+		if (sbx_janitors[i].handle != NULL && sbx_janitors[i].dboid == dboid)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * In the lifecycle worker: start a janitor that rolls back the prepared
+ * transactions of database dboid, unless one already does.  Does not wait.
+ */
+bool
+sbx_janitor_start(Oid dboid, const char *name)
+{
+	int			free_slot = -1;
+
+	if (sbx_janitor_running_for(dboid))
+		return true;
+	for (int i = 0; i < SBX_MAX_JANITORS && free_slot < 0; i++)
+	{
+		if (sbx_janitors[i].handle == NULL)
+			free_slot = i;
+	}
+	if (free_slot >= 0)
+		sbx_janitors[free_slot].handle =
+			sbx_start_dynamic_worker("sbx_janitor_main", "pgsandbox janitor", name,
+									 ObjectIdGetDatum(dboid), NULL, 0);
+	if (free_slot < 0 || sbx_janitors[free_slot].handle == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("could not start a worker to roll back the prepared transactions of sandbox \"%s\"",
 						name),
 				 errhint("Raise max_worker_processes.")));
-	if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
-		(void) WaitForBackgroundWorkerShutdown(handle);
-	pfree(handle);
+	sbx_janitors[free_slot].dboid = dboid;
+	return true;
+}
+
+/*
+ * Wait until no janitor works on database dboid.  A wake-up of the latch
+ * that comes meanwhile (a caller's request) is kept for the main loop.
+ */
+void
+sbx_janitor_wait(Oid dboid)
+{
+	bool		woken = false;
+
+	while (sbx_janitor_running_for(dboid))
+	{
+		int			rc = WaitLatch(MyLatch,
+								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								   50L, PG_WAIT_EXTENSION);
+
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			woken = true;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (woken)
+		SetLatch(MyLatch);
+}
+
+/* Does any janitor still run? */
+bool
+sbx_janitors_running(void)
+{
+	return sbx_janitors_check() > 0;
 }
 
 /* The janitor: connected to the sandbox database as superuser. */
@@ -92,7 +179,7 @@ sbx_janitor_main(Datum main_arg)
 		FinishPreparedTransaction((const char *) lfirst(lc), false);
 		CommitTransactionCommand();
 		ereport(LOG,
-				(errmsg("pgsandbox: rolled back prepared transaction \"%s\" of a sandbox being dropped",
+				(errmsg("rolled back prepared transaction \"%s\" of a sandbox being dropped",
 						(const char *) lfirst(lc))));
 	}
 	proc_exit(0);

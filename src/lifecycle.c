@@ -207,49 +207,51 @@ sbx_random_string(char *out, int n, const char *alphabet)
 }
 
 /*
- * Start a clone: check the source, pick a free name, record the sandbox as
- * 'cloning', create its role and database.  Fills *job (name, password,
- * dboid, conninfo) and returns the catalog id.  If an error escapes after
- * the row exists, *sandbox_id is already set so the caller can clean up.
+ * Starting a clone takes four steps, each its own transaction, so that
+ * what a step made is recorded before the next begins:
+ *   1. sbx_record_clone: check the source and the quotas, pick a name and
+ *      record the sandbox as 'cloning';
+ *   2. sbx_create_role: the login role, with a fresh password;
+ *   3. CREATE DATABASE, which must run alone in its transaction;
+ *   4. sbx_secure_database: record the database, revoke CONNECT from
+ *      PUBLIC and only then open it to connections.
  */
-void
-sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
+
+/*
+ * The source, checked again for the clone: it may have changed since the
+ * call.  Fills job->conninfo and job->require_password.
+ */
+static void
+sbx_check_source(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 {
-	char		name[NAMEDATALEN];
-	char	   *verifier;
-	char		ttl[32];
-	char		idbuf[32];
-	char		owner[16];
-	const char *args[8];
-	char	   *sql;
+	const char *args[1] = {spec->source};
 	bool		isnull;
 
-	*sandbox_id = 0;
-	memset(job, 0, sizeof(*job));
-
-	/*
-	 * The source and the quotas, checked again: they may have changed since
-	 * the call.  The worker takes clones one at a time, so the counts are
-	 * exact.
-	 */
-	sbx_xact_begin("pgsandbox: starting a clone");
-	if (!sbx_may_clone(req->caller, req->caller_is_admin, req->source))
-		sbx_report_source_denied(req->source, req->caller_is_admin);
-	args[0] = req->source;
+	if (!sbx_may_clone(by->role, by->is_admin, spec->source))
+		sbx_report_source_denied(spec->source, by->is_admin);
 	sbx_spi("SELECT conninfo, allow_data, require_password FROM pgsandbox.source WHERE name = $1",
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
-		sbx_report_source_denied(req->source, req->caller_is_admin);
-	if (!req->schema_only &&
+		sbx_report_source_denied(spec->source, by->is_admin);
+	if (!spec->schema_only &&
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 									SPI_tuptable->tupdesc, 2, &isnull)))
-		sbx_report_data_denied(req->source);
+		sbx_report_data_denied(spec->source);
 	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
 	job->require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull));
+}
 
-	snprintf(owner, sizeof(owner), "%u", req->caller);
-	args[0] = owner;
+/*
+ * The quotas.  The worker takes clones one at a time, so the counts are
+ * exact.
+ */
+static void
+sbx_check_quotas(const SbxActor *by, const char *owner)
+{
+	const char *args[1] = {owner};
+	bool		isnull;
+
 	sbx_spi("SELECT count(*), count(*) FILTER (WHERE owner_oid = $1::oid)"
 			" FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
 			SPI_OK_SELECT, 1, args);
@@ -265,33 +267,54 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 									SPI_tuptable->tupdesc, 2, &isnull)) >= sbx_max_sandboxes_per_owner)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many sandboxes for role \"%s\"", req->actor),
+				 errmsg("too many sandboxes for role \"%s\"", by->name),
 				 errdetail("The role owns %d live sandboxes, the most pgsandbox.max_sandboxes_per_owner allows.",
 						   sbx_max_sandboxes_per_owner),
 				 errhint("Drop sandboxes that are no longer needed.")));
+}
 
-	/* a name no database, role or sandbox has */
+/* A name no database, role or sandbox has, into name[NAMEDATALEN]. */
+static void
+sbx_pick_name(char *name)
+{
+	const char *args[1] = {name};
+
 	for (;;)
 	{
 		char		suffix[9];
 
 		sbx_random_string(suffix, 8, "abcdefghijklmnopqrstuvwxyz0123456789");
-		snprintf(name, sizeof(name), SBX_NAME_PREFIX "%s", suffix);
-		args[0] = name;
+		snprintf(name, NAMEDATALEN, SBX_NAME_PREFIX "%s", suffix);
 		sbx_spi("SELECT 1 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1)"
 				" OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)"
 				" OR EXISTS (SELECT 1 FROM pgsandbox.sandbox WHERE name = $1)",
 				SPI_OK_SELECT, 1, args);
 		if (SPI_processed == 0)
-			break;
+			return;
 	}
+}
 
-	snprintf(ttl, sizeof(ttl), INT64_FORMAT, req->ttl_secs);
-	args[0] = name;
-	args[1] = req->source;
-	args[2] = req->schema_only ? "true" : "false";
-	args[3] = req->labels;
-	args[4] = req->actor;
+/* Step 1: checks, a name and the 'cloning' row. */
+static void
+sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
+{
+	char		ttl[32];
+	char		owner[16];
+	const char *args[7];
+	bool		isnull;
+
+	sbx_xact_begin("pgsandbox: starting a clone");
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_check_source(by, spec, job);
+	sbx_check_quotas(by, owner);
+	sbx_pick_name(job->name);
+
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, spec->ttl_secs);
+	args[0] = job->name;
+	args[1] = spec->source;
+	args[2] = spec->schema_only ? "true" : "false";
+	args[3] = spec->labels;
+	args[4] = by->name;
 	args[5] = ttl;
 	args[6] = owner;
 	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
@@ -300,61 +323,88 @@ sbx_clone_begin(const SbxRequest *req, SbxCloneJob *job, int64 *sandbox_id)
 			" pg_catalog.make_interval(secs => $6::float8),"
 			" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
 			" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
-	*sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_log_event(name, "clone", req->actor,
-				  psprintf("source \"%s\", %s", req->source,
-						   req->schema_only ? "schema only" : "schema and data"));
+	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_log_event(job->name, "clone", by->name,
+				  psprintf("source \"%s\", %s", spec->source,
+						   spec->schema_only ? "schema only" : "schema and data"));
 	sbx_xact_commit();
+}
 
-	/* the role, with its password given only as a SCRAM secret */
+/* Step 2: the role, with its password given only as a SCRAM secret. */
+static void
+sbx_create_role(SbxCloneJob *job)
+{
+	char		idbuf[32];
+	const char *args[2] = {job->name, idbuf};
+	char	   *verifier;
+
 	sbx_random_string(job->password, SBX_PASSWORD_LEN,
 					  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
 	sbx_xact_begin("pgsandbox: creating a sandbox role");
 	/* in the transaction: the HMAC code wants a resource owner */
-	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, name, job->password);
-	sql = psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
-				   " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
-				   quote_identifier(name));
-	sbx_run_utility(sql, verifier);
+	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
+	sbx_run_utility(psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
+							 quote_identifier(job->name)),
+					verifier);
 	explicit_bzero(verifier, strlen(verifier));
-	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, *sandbox_id);
-	args[0] = name;
-	args[1] = idbuf;
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	sbx_spi("UPDATE pgsandbox.sandbox SET role_oid ="
 			" (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)"
 			" WHERE id = $2::bigint", SPI_OK_UPDATE, 2, args);
 	sbx_xact_commit();
+}
 
-	/* the database, owned by the role, from the pristine template */
-	/*
-	 * Created closed to connections, so that no one slips in before CONNECT
-	 * is revoked from PUBLIC; opened in the same transaction as the revoke.
-	 */
-	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0"
-								  " ALLOW_CONNECTIONS false",
-								  quote_identifier(name), quote_identifier(name)),
-						 "pgsandbox: creating a sandbox database");
+/*
+ * Step 4: record the database (checked against its owner), and open it to
+ * connections in the same transaction that revokes CONNECT from PUBLIC, so
+ * that no one slips in before.
+ */
+static void
+sbx_secure_database(SbxCloneJob *job)
+{
+	char		idbuf[32];
+	const char *args[2] = {job->name, idbuf};
+	bool		isnull;
 
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	sbx_xact_begin("pgsandbox: securing a sandbox database");
 	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
 			" FROM pg_catalog.pg_database d"
 			" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid"
 			" RETURNING d.oid", SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
-		elog(ERROR, "database \"%s\" was not created as expected", name);
+		elog(ERROR, "database \"%s\" was not created as expected", job->name);
 	job->dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC",
-							 quote_identifier(name)), NULL);
+							 quote_identifier(job->name)), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
-							 quote_identifier(name)), NULL);
+							 quote_identifier(job->name)), NULL);
 	sbx_xact_commit();
+}
 
-	strlcpy(job->name, name, sizeof(job->name));
-	strlcpy(job->source, req->source, sizeof(job->source));
-	job->schema_only = req->schema_only;
-	job->sandbox_id = *sandbox_id;
+/*
+ * Start a clone for 'by': record it, create its role and its database.
+ * Fills *job (catalog id, name, password, dboid, conninfo) for the clone
+ * worker.  If an error escapes once the row exists, job->sandbox_id is
+ * already set, so that the caller can undo it with sbx_clone_fail.
+ */
+void
+sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
+{
+	memset(job, 0, sizeof(*job));
+	sbx_record_clone(by, spec, job);
+	sbx_create_role(job);
+	/* created closed to connections; from the pristine template */
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0"
+								  " ALLOW_CONNECTIONS false",
+								  quote_identifier(job->name), quote_identifier(job->name)),
+						 "pgsandbox: creating a sandbox database");
+	sbx_secure_database(job);
+	strlcpy(job->source, spec->source, sizeof(job->source));
+	job->schema_only = spec->schema_only;
 }
 
 /*
@@ -394,10 +444,13 @@ sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
 
 /*
  * Drop the database and the role recorded for a sandbox, if they exist and
- * are still the ones pgsandbox created.
+ * are still the ones pgsandbox created.  A database with prepared
+ * transactions needs a janitor first: with may_defer, one is started and
+ * false returned, and the drop is to be tried again once it has stopped;
+ * otherwise the janitor is waited for.  Returns true once all is dropped.
  */
-static void
-sbx_drop_resources(const char *name, const char *role_oid)
+static bool
+sbx_drop_resources(const char *name, const char *role_oid, bool may_defer)
 {
 	const char *args[2] = {name, role_oid};
 	Oid			dboid = InvalidOid;
@@ -406,7 +459,7 @@ sbx_drop_resources(const char *name, const char *role_oid)
 	bool		isnull;
 
 	if (role_oid == NULL)
-		return;					/* the role was never made, so no database */
+		return true;			/* the role was never made, so no database */
 
 	/*
 	 * First the role loses its login, so that its credentials open nothing
@@ -435,7 +488,12 @@ sbx_drop_resources(const char *name, const char *role_oid)
 	{
 		/* DROP DATABASE refuses a database with prepared transactions */
 		if (have_prepared)
-			sbx_rollback_prepared(dboid, name);
+		{
+			sbx_janitor_start(dboid, name);
+			if (may_defer)
+				return false;
+			sbx_janitor_wait(dboid);
+		}
 		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
 									  quote_identifier(name)),
 							 "pgsandbox: dropping a sandbox database");
@@ -447,6 +505,7 @@ sbx_drop_resources(const char *name, const char *role_oid)
 		sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(name)), NULL);
 		sbx_xact_commit();
 	}
+	return true;
 }
 
 /*
@@ -474,7 +533,7 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 	role_oid = sbx_keep(sbx_spi_text(0, 2));
 	sbx_xact_commit();
 
-	sbx_drop_resources(name, role_oid);
+	(void) sbx_drop_resources(name, role_oid, false);
 
 	args[1] = reason;
 	sbx_xact_begin("pgsandbox: marking a clone failed");
@@ -485,17 +544,16 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 }
 
 /*
- * Drop a live sandbox for the caller of req.  A sandbox of another owner is,
- * for a caller who is not an admin, one that does not exist.  With
- * req->only_if_expired, a sandbox that is not (or no longer) live and
- * expired is left alone and false is returned; otherwise such a name is an
- * error.  action is 'drop', 'expire' or 'cleanup'.
+ * Drop a live sandbox for 'by'.  A sandbox of another owner is, for an
+ * actor who is not an admin, one that does not exist.  With
+ * only_if_expired, a sandbox that is not (or no longer) live and expired is
+ * left alone; otherwise such a name is an error.  may_defer: see
+ * sbx_drop_resources.  action is 'drop', 'expire' or 'cleanup'.
  */
-bool
-sbx_drop(const char *name, const SbxRequest *req, const char *action,
-		 const char *actor)
+SbxDropOutcome
+sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
+		 bool may_defer, const char *action)
 {
-	bool		only_if_expired = req->only_if_expired;
 	char		owner[16];
 	const char *args[2] = {name, owner};
 	char	   *status = NULL;
@@ -504,8 +562,8 @@ sbx_drop(const char *name, const SbxRequest *req, const char *action,
 	bool		expired = false;
 
 	sbx_xact_begin("pgsandbox: looking up a sandbox");
-	snprintf(owner, sizeof(owner), "%u", req->caller);
-	if (req->caller_is_admin)
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	if (by->is_admin)
 		sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
 				" FROM pgsandbox.sandbox WHERE name = $1", SPI_OK_SELECT, 1, args);
 	else
@@ -524,7 +582,7 @@ sbx_drop(const char *name, const SbxRequest *req, const char *action,
 	sbx_xact_commit();
 
 	if (only_if_expired && (status == NULL || strcmp(status, "ready") != 0 || !expired))
-		return false;
+		return SBX_DROP_NOTHING;
 	if (status == NULL || strcmp(status, "failed") == 0 ||
 		strcmp(status, "dropped") == 0)
 		ereport(ERROR,
@@ -537,7 +595,8 @@ sbx_drop(const char *name, const SbxRequest *req, const char *action,
 				 errmsg("sandbox \"%s\" is still being cloned", name),
 				 errhint("Drop it once its clone has finished.")));
 
-	sbx_drop_resources(name, role_oid);
+	if (!sbx_drop_resources(name, role_oid, may_defer))
+		return SBX_DROP_DEFERRED;
 
 	args[0] = id;
 	sbx_xact_begin("pgsandbox: marking a sandbox dropped");
@@ -546,25 +605,25 @@ sbx_drop(const char *name, const SbxRequest *req, const char *action,
 			SPI_OK_UPDATE, 1, args);
 	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
 			SPI_OK_DELETE, 1, args);
-	sbx_log_event(name, action, actor, NULL);
+	sbx_log_event(name, action, by->name, NULL);
 	sbx_xact_commit();
-	return true;
+	return SBX_DROP_DONE;
 }
 
 /*
  * Set a live sandbox's expiry to now() + ttl_secs; returns the new expiry.
  */
 TimestampTz
-sbx_extend(const char *name, const SbxRequest *req)
+sbx_extend(const char *name, const SbxActor *by, int64 ttl_secs)
 {
 	char		ttl[32];
 	char		owner[16];
-	const char *args[4] = {name, ttl, owner, req->caller_is_admin ? "true" : "false"};
+	const char *args[4] = {name, ttl, owner, by->is_admin ? "true" : "false"};
 	bool		isnull;
 	TimestampTz expires_at;
 
-	snprintf(ttl, sizeof(ttl), INT64_FORMAT, req->ttl_secs);
-	snprintf(owner, sizeof(owner), "%u", req->caller);
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_secs);
+	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_xact_begin("pgsandbox: extending a sandbox");
 	sbx_spi("UPDATE pgsandbox.sandbox"
 			" SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::float8)"
@@ -579,14 +638,13 @@ sbx_extend(const char *name, const SbxRequest *req)
 				 errdetail("Only a ready sandbox can be extended.")));
 	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_log_event(name, "extend", req->actor,
+	sbx_log_event(name, "extend", by->name,
 				  psprintf("expires at %s", timestamptz_to_str(expires_at)));
 	sbx_xact_commit();
 	return expires_at;
 }
 
-/* The worker acting on its own: as an admin, on live sandboxes. */
-const SbxRequest sbx_worker_request = {.caller_is_admin = true};
+const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
 
 /* Names of live sandboxes whose time is up, oldest expiry first. */
 List *
@@ -604,43 +662,77 @@ sbx_expired_sandboxes(void)
 }
 
 /*
- * After a start or a restart: whatever was left 'cloning' is undone, and a
- * 'ready' sandbox whose database has gone (a crash in the middle of a drop)
- * has its role dropped and is marked dropped.
+ * What a start or a restart must reconcile: the ids of the sandboxes left
+ * 'cloning', and of the 'ready' ones whose database has gone (a crash in
+ * the middle of a drop).  Call it before any clone starts; each id is then
+ * handled by sbx_reconcile_one, one at a time.
  */
-void
-sbx_reconcile(void)
+List *
+sbx_reconcile_todo(void)
 {
-	List	   *unfinished;
-	List	   *half_dropped;
+	List	   *ids = NIL;
+	List	   *texts;
 	ListCell   *lc;
 
 	sbx_xact_begin("pgsandbox: reconciling the catalog");
-	sbx_spi("SELECT id FROM pgsandbox.sandbox WHERE status = 'cloning' ORDER BY id",
-			SPI_OK_SELECT, 0, NULL);
-	unfinished = sbx_keep_column(1);
-	sbx_spi("SELECT name FROM pgsandbox.sandbox s WHERE status = 'ready'"
-			" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-			"                  WHERE d.datname = s.name AND d.datdba = s.role_oid)"
+	sbx_spi("SELECT id FROM pgsandbox.sandbox s"
+			" WHERE status = 'cloning'"
+			"    OR (status = 'ready'"
+			"        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
+			"                         WHERE d.datname = s.name AND d.datdba = s.role_oid))"
 			" ORDER BY id", SPI_OK_SELECT, 0, NULL);
-	half_dropped = sbx_keep_column(1);
+	texts = sbx_keep_column(1);
 	sbx_xact_commit();
 
-	foreach(lc, unfinished)
-	{
-		int64		id = pg_strtoint64((char *) lfirst(lc));
+	foreach(lc, texts)
+		ids = lappend(ids, sbx_keep(lfirst(lc)));
+	return ids;
+}
 
-		sbx_clone_fail(id, "The clone was interrupted by a restart of the server or of the pgsandbox worker.",
+/*
+ * Reconcile one sandbox found by sbx_reconcile_todo: a clone left unfinished
+ * is undone, and a ready sandbox whose database has gone has its role
+ * dropped and is marked dropped.  Whatever it finds already settled is left
+ * alone, so that a failed attempt can simply be repeated.
+ */
+void
+sbx_reconcile_one(int64 sandbox_id)
+{
+	char		idbuf[32];
+	const char *args[1] = {idbuf};
+	char	   *status = NULL;
+	char	   *name = NULL;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
+	sbx_xact_begin("pgsandbox: reconciling a sandbox");
+	sbx_spi("SELECT status, name FROM pgsandbox.sandbox s"
+			" WHERE id = $1::bigint"
+			"   AND (status = 'cloning'"
+			"        OR (status = 'ready'"
+			"            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
+			"                             WHERE d.datname = s.name AND d.datdba = s.role_oid)))",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed == 1)
+	{
+		status = sbx_keep(sbx_spi_text(0, 1));
+		name = sbx_keep(sbx_spi_text(0, 2));
+	}
+	sbx_xact_commit();
+
+	if (status == NULL)
+		return;
+	if (strcmp(status, "cloning") == 0)
+	{
+		sbx_clone_fail(sandbox_id,
+					   "The clone was interrupted by a restart of the server or of the pgsandbox worker.",
 					   "cleanup", SBX_WORKER_ACTOR);
 		ereport(LOG,
-				(errmsg("pgsandbox: cleaned up sandbox " INT64_FORMAT " left unfinished by a restart", id)));
+				(errmsg("cleaned up sandbox \"%s\", left unfinished by a restart", name)));
 	}
-	foreach(lc, half_dropped)
+	else if (strcmp(status, "ready") == 0)
 	{
-		char	   *name = lfirst(lc);
-
-		(void) sbx_drop(name, &sbx_worker_request, "cleanup", SBX_WORKER_ACTOR);
-		ereport(LOG,
-				(errmsg("pgsandbox: finished dropping sandbox \"%s\", whose database was gone", name)));
+		if (sbx_drop(name, &sbx_worker_actor, false, false, "cleanup") == SBX_DROP_DONE)
+			ereport(LOG,
+					(errmsg("finished dropping sandbox \"%s\", whose database was gone", name)));
 	}
 }

@@ -11,6 +11,13 @@
  * marks its slot abandoned: the worker then undoes whatever the request had
  * started and frees the slot itself.
  *
+ * A slot is reused as soon as it is free, so the worker names a request by
+ * its slot and its serial together: an answer meant for a request that is
+ * no longer in its slot is dropped rather than given to the next caller.
+ *
+ * The caller's half of the protocol comes first in this file, the
+ * lifecycle worker's half after it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -201,4 +208,159 @@ sbx_queue_wait(int slot, SbxRequest *result)
 		}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(sbx_queue_abandon, Int32GetDatum(slot));
+}
+
+
+/* ------------------------------------------------------------------------
+ * The lifecycle worker's half
+ * ------------------------------------------------------------------------
+ */
+
+static int
+sbx_serial_cmp(const ListCell *a, const ListCell *b)
+{
+	uint64		sa = sbx_shared->requests[lfirst_int(a)].serial;
+	uint64		sb = sbx_shared->requests[lfirst_int(b)].serial;
+
+	return sa < sb ? -1 : (sa > sb ? 1 : 0);
+}
+
+/*
+ * The slots of the pending requests, oldest first.
+ */
+List *
+sbx_queue_pending(void)
+{
+	List	   *slots = NIL;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	for (int i = 0; i < sbx_shared->nrequests; i++)
+	{
+		if (sbx_shared->requests[i].state == SBX_SLOT_PENDING)
+			slots = lappend_int(slots, i);
+	}
+	/* serials do not change while we hold the lock */
+	list_sort(slots, sbx_serial_cmp);
+	LWLockRelease(sbx_shared->lock);
+	return slots;
+}
+
+/*
+ * Take the pending request in 'slot' for serving: mark it running and copy
+ * it into *copy.  Returns false if there is nothing to take: the slot is no
+ * longer pending, its caller left (the slot is freed), or it is a clone and
+ * clone_allowed is false (it stays pending).
+ */
+bool
+sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy)
+{
+	SbxRequest *req = &sbx_shared->requests[slot];
+	bool		taken = false;
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (req->state != SBX_SLOT_PENDING)
+		;
+	else if (req->abandoned)
+		req->state = SBX_SLOT_FREE;
+	else if (req->kind != SBX_REQ_CLONE || clone_allowed)
+	{
+		req->state = SBX_SLOT_RUNNING;
+		memcpy(copy, req, sizeof(SbxRequest));
+		taken = true;
+	}
+	LWLockRelease(sbx_shared->lock);
+	return taken;
+}
+
+/*
+ * Write the outcome of the request (slot, serial) and wake its caller.  A
+ * request whose caller left is freed instead, and one that is no longer in
+ * its slot is not touched.  'outcome' carries the result fields.  Returns
+ * whether the caller gets the outcome.
+ */
+bool
+sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome)
+{
+	SbxRequest *req;
+	Latch	   *latch = NULL;
+
+	if (slot < 0)
+		return false;			/* no caller */
+	req = &sbx_shared->requests[slot];
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (req->serial != serial || req->state != SBX_SLOT_RUNNING)
+		;						/* not ours any more */
+	else if (req->abandoned)
+	{
+		explicit_bzero(req->password, sizeof(req->password));
+		req->state = SBX_SLOT_FREE;
+	}
+	else
+	{
+		req->sqlerrcode = outcome->sqlerrcode;
+		strlcpy(req->message, outcome->message, sizeof(req->message));
+		strlcpy(req->detail, outcome->detail, sizeof(req->detail));
+		req->dropped = outcome->dropped;
+		strlcpy(req->result_name, outcome->result_name, sizeof(req->result_name));
+		memcpy(req->password, outcome->password, sizeof(req->password));
+		req->expires_at = outcome->expires_at;
+		req->state = SBX_SLOT_DONE;
+		latch = req->caller_latch;
+	}
+	LWLockRelease(sbx_shared->lock);
+	if (latch)
+		SetLatch(latch);
+	return latch != NULL;
+}
+
+/* Answer the request (slot, serial) with an error. */
+void
+sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
+					   const char *message, const char *detail)
+{
+	SbxRequest	outcome;
+
+	memset(&outcome, 0, sizeof(outcome));
+	outcome.sqlerrcode = sqlerrcode ? sqlerrcode : ERRCODE_INTERNAL_ERROR;
+	strlcpy(outcome.message, message ? message : "", sizeof(outcome.message));
+	if (detail)
+		strlcpy(outcome.detail, detail, sizeof(outcome.detail));
+	(void) sbx_queue_answer(slot, serial, &outcome);
+}
+
+/* Has the caller of the request (slot, serial) stopped waiting? */
+bool
+sbx_queue_abandoned(int slot, uint64 serial)
+{
+	bool		abandoned;
+
+	if (slot < 0)
+		return false;
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	abandoned = (sbx_shared->requests[slot].serial != serial ||
+				 sbx_shared->requests[slot].abandoned);
+	LWLockRelease(sbx_shared->lock);
+	return abandoned;
+}
+
+/*
+ * Answer every running request with an error: a worker that starts finds
+ * these left by its predecessor.
+ */
+void
+sbx_queue_fail_running(const char *message)
+{
+	for (int i = 0; i < sbx_shared->nrequests; i++)
+	{
+		uint64		serial;
+		bool		running;
+
+		LWLockAcquire(sbx_shared->lock, LW_SHARED);
+		running = (sbx_shared->requests[i].state == SBX_SLOT_RUNNING);
+		serial = sbx_shared->requests[i].serial;
+		LWLockRelease(sbx_shared->lock);
+		if (running)
+			sbx_queue_answer_error(i, serial, ERRCODE_OPERATOR_INTERVENTION,
+								   message, NULL);
+	}
 }

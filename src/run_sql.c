@@ -97,41 +97,79 @@ sbx_take_columns(SbxStatement *st, const PGresult *res)
  * statement still running a second past its timeout is cancelled from here:
  * the SQL may have turned statement_timeout off.
  */
+/*
+ * Wait until the connection has input, serving interrupts; once the
+ * statement's deadline has passed, cancel it (once).  Returns false if the
+ * connection broke.
+ */
+static bool
+sbx_wait_input(PGconn *conn, TimestampTz *deadline, bool *cancelled)
+{
+	long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), *deadline);
+	int			rc;
+
+	if (ms <= 0)
+	{
+		if (!*cancelled)
+		{
+			PGcancel   *cancel = PQgetCancel(conn);
+			char		errbuf[256];
+
+			if (cancel)
+			{
+				(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+				PQfreeCancel(cancel);
+			}
+			*cancelled = true;
+		}
+		ms = 1000;
+	}
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_EXIT_ON_PM_DEATH | WL_LATCH_SET |
+						   WL_SOCKET_READABLE | WL_TIMEOUT,
+						   PQsocket(conn), ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if ((rc & WL_SOCKET_READABLE) && PQconsumeInput(conn) == 0)
+		return false;
+	return true;
+}
+
+/* The next result of the query, waiting as sbx_wait_input does. */
 static PGresult *
 sbx_next_result(PGconn *conn, TimestampTz *deadline, bool *cancelled)
 {
 	while (PQisBusy(conn))
 	{
-		long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), *deadline);
-		int			rc;
-
-		if (ms <= 0)
-		{
-			if (!*cancelled)
-			{
-				PGcancel   *cancel = PQgetCancel(conn);
-				char		errbuf[256];
-
-				if (cancel)
-				{
-					(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-					PQfreeCancel(cancel);
-				}
-				*cancelled = true;
-			}
-			ms = 1000;
-		}
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_EXIT_ON_PM_DEATH | WL_LATCH_SET |
-							   WL_SOCKET_READABLE | WL_TIMEOUT,
-							   PQsocket(conn), ms, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if ((rc & WL_SOCKET_READABLE) && PQconsumeInput(conn) == 0)
+		if (!sbx_wait_input(conn, deadline, cancelled))
 			break;				/* PQgetResult reports the broken connection */
 	}
 	return PQgetResult(conn);
+}
+
+/*
+ * Read and throw away the rows of a COPY TO STDOUT, serving interrupts and
+ * the statement's deadline while they come.
+ */
+static void
+sbx_discard_copy(PGconn *conn, TimestampTz *deadline, bool *cancelled)
+{
+	for (;;)
+	{
+		char	   *buf;
+		int			n = PQgetCopyData(conn, &buf, 1);
+
+		if (n > 0)
+		{
+			PQfreemem(buf);
+			continue;
+		}
+		if (n < 0)
+			return;				/* done, or failed: the next result says */
+		if (!sbx_wait_input(conn, deadline, cancelled))
+			return;
+	}
 }
 
 /*
@@ -200,10 +238,7 @@ sbx_collect(PGconn *conn, int row_limit, int timeout_ms, SbxRunResult *out)
 				break;
 			case PGRES_COPY_OUT:
 				{
-					char	   *buf;
-
-					while (PQgetCopyData(conn, &buf, 0) > 0)
-						PQfreemem(buf);
+					sbx_discard_copy(conn, &deadline, &cancelled);
 					st->command = pstrdup(PQcmdStatus(res));
 					out->statements = lappend(out->statements, st);
 					st = NULL;

@@ -130,9 +130,6 @@ sbx_source_connect(const char *source)
 	bool		isnull;
 	char	   *conninfo;
 	bool		require_password;
-	const char **keywords;
-	const char **params;
-	const char *secrets[2];
 	PGconn	   *conn;
 	MemoryContext outer = CurrentMemoryContext;
 
@@ -155,31 +152,8 @@ sbx_source_connect(const char *source)
 												  SPI_tuptable->tupdesc, 2, &isnull));
 	SPI_finish();
 
-	secrets[0] = sbx_conninfo_password(conninfo);
-	secrets[1] = NULL;
-	if (secrets[0] == NULL)
-		secrets[0] = "";
-	sbx_conninfo_to_params(conninfo, require_password, &keywords, &params);
+	conn = sbx_source_open(source, conninfo, require_password);
 	explicit_bzero(conninfo, strlen(conninfo));
-	conn = libpqsrv_connect_params(keywords, params, false, PG_WAIT_EXTENSION);
-	if (PQstatus(conn) != CONNECTION_OK)
-	{
-		char	   *msg = sbx_redact(PQerrorMessage(conn), secrets);
-
-		msg[strcspn(msg, "\n")] = '\0';
-		libpqsrv_disconnect(conn);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not connect to source \"%s\"", source),
-				 errdetail_internal("%s", msg)));
-	}
-	if (require_password && !PQconnectionUsedPassword(conn))
-	{
-		libpqsrv_disconnect(conn);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the connection to source \"%s\" did not use its password", source)));
-	}
 	return conn;
 }
 

@@ -2,8 +2,8 @@
  *
  * worker.c
  *	  The lifecycle worker: serves the request queue, runs clones through
- *	  dynamic clone workers, reaps expired sandboxes on a timer and
- *	  reconciles the catalog when it starts.
+ *	  dynamic clone workers, and runs its timers (the reaper of expired
+ *	  sandboxes, the retry of reconciliation).
  *
  * One lifecycle worker runs per cluster, connected as the bootstrap
  * superuser to the database named by pgsandbox.database.  It does every
@@ -11,8 +11,15 @@
  * database itself, one at a time, so those never race with each other.
  * The long part of a clone, the dump and the restore, runs in a clone
  * worker (clone_worker.c); up to pgsandbox.max_concurrent_clones of them run
- * at once, and the lifecycle worker keeps serving drops and the reaper
+ * at once, and the lifecycle worker keeps serving drops and its timers
  * meanwhile.
+ *
+ * Nothing one request or one sandbox does may stop the others: each is
+ * served inside its own error handler, which records the error on the
+ * request or in the log, and an error that escapes even that is caught at
+ * the top of the loop.  The worker ignores query cancel (SIGINT): a
+ * cancel meant for a stuck-looking backend must not end every clone.  It
+ * leaves only on SIGTERM or when the postmaster dies.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,10 +35,12 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -47,8 +56,48 @@ typedef struct SbxJobState
 
 static SbxJobState sbx_jobs[SBX_MAX_CLONE_JOBS];
 
-/* Directory for clone archives that need to be on disk. */
-#define SBX_TMP_DIR "pgsandbox_tmp"
+/* a drop request set aside while a janitor rolls back prepared xacts */
+typedef struct SbxParkedDrop
+{
+	int			slot;
+	SbxRequest	req;
+} SbxParkedDrop;
+
+/*
+ * A timer: 'step' does one bounded piece of work and says whether more is
+ * waiting, in which case it runs again on the next pass, after the queue
+ * has been served; otherwise it runs again 'interval_ms' later (never, if
+ * that is negative).
+ */
+typedef struct SbxTimer
+{
+	long		(*interval_ms) (void);
+	bool		(*step) (void);
+	TimestampTz last;			/* when its last step ended */
+	bool		more;			/* its last step left work waiting */
+} SbxTimer;
+
+/* State that lives as long as the worker; allocated in sbx_worker_cxt. */
+static MemoryContext sbx_worker_cxt = NULL;
+static List *sbx_parked = NIL;	/* of SbxParkedDrop */
+static List *sbx_reap_todo = NIL;	/* names of expired sandboxes */
+static List *sbx_reconcile_ids = NIL;	/* ids (text) still to reconcile */
+
+/* the request being served, answered if an error escapes to the loop */
+static int	sbx_serving_slot = -1;
+static uint64 sbx_serving_serial = 0;
+
+static void
+sbx_worker_detach(int code, Datum arg)
+{
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (sbx_shared->worker_pid == MyProcPid)
+	{
+		sbx_shared->worker_pid = 0;
+		sbx_shared->worker_latch = NULL;
+	}
+	LWLockRelease(sbx_shared->lock);
+}
 
 void
 sbx_register_lifecycle_worker(void)
@@ -66,68 +115,6 @@ sbx_register_lifecycle_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-static void
-sbx_worker_detach(int code, Datum arg)
-{
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	if (sbx_shared->worker_pid == MyProcPid)
-	{
-		sbx_shared->worker_pid = 0;
-		sbx_shared->worker_latch = NULL;
-	}
-	LWLockRelease(sbx_shared->lock);
-}
-
-/*
- * Write the outcome of a request and wake its caller; a slot whose caller
- * left is freed instead.  'outcome' carries the result fields.  Returns
- * whether the caller gets the outcome.
- */
-static bool
-sbx_request_finish(int slot, const SbxRequest *outcome)
-{
-	SbxRequest *req = &sbx_shared->requests[slot];
-	Latch	   *latch = NULL;
-	bool		delivered;
-
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	if (req->abandoned)
-	{
-		explicit_bzero(req->password, sizeof(req->password));
-		req->state = SBX_SLOT_FREE;
-	}
-	else
-	{
-		req->sqlerrcode = outcome->sqlerrcode;
-		strlcpy(req->message, outcome->message, sizeof(req->message));
-		strlcpy(req->detail, outcome->detail, sizeof(req->detail));
-		req->dropped = outcome->dropped;
-		strlcpy(req->result_name, outcome->result_name, sizeof(req->result_name));
-		memcpy(req->password, outcome->password, sizeof(req->password));
-		req->expires_at = outcome->expires_at;
-		req->state = SBX_SLOT_DONE;
-		latch = req->caller_latch;
-	}
-	delivered = (latch != NULL);
-	LWLockRelease(sbx_shared->lock);
-	if (latch)
-		SetLatch(latch);
-	return delivered;
-}
-
-static void
-sbx_request_fail(int slot, int sqlerrcode, const char *message, const char *detail)
-{
-	SbxRequest	outcome;
-
-	memset(&outcome, 0, sizeof(outcome));
-	outcome.sqlerrcode = sqlerrcode;
-	strlcpy(outcome.message, message, sizeof(outcome.message));
-	if (detail)
-		strlcpy(outcome.detail, detail, sizeof(outcome.detail));
-	(void) sbx_request_finish(slot, &outcome);
-}
-
 /*
  * In a PG_CATCH block: take the error, abort the transaction, and return
  * the error data in the given (long enough lived) context.
@@ -142,19 +129,30 @@ sbx_catch_error(MemoryContext cxt)
 	FlushErrorState();
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
 	return edata;
 }
 
 static void
-sbx_request_fail_with(int slot, ErrorData *edata)
+sbx_answer_with(int slot, uint64 serial, ErrorData *edata)
 {
-	sbx_request_fail(slot, edata->sqlerrcode ? edata->sqlerrcode : ERRCODE_INTERNAL_ERROR,
-					 edata->message, edata->detail);
+	sbx_queue_answer_error(slot, serial, edata->sqlerrcode,
+						   edata->message, edata->detail);
+}
+
+/* Reconcile this sandbox again later (its clean-up failed now). */
+static void
+sbx_reconcile_later(int64 sandbox_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(sbx_worker_cxt);
+
+	sbx_reconcile_ids = lappend(sbx_reconcile_ids,
+								psprintf(INT64_FORMAT, sandbox_id));
+	MemoryContextSwitchTo(old);
 }
 
 /*
- * Undo a clone, logging instead of raising if the undoing fails itself.
+ * Undo a clone, logging instead of raising if the undoing fails itself; the
+ * reconciliation timer then tries again.
  */
 static void
 sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
@@ -170,105 +168,126 @@ sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
 		ErrorData  *edata = sbx_catch_error(cxt);
 
 		ereport(WARNING,
-				(errmsg("pgsandbox: could not clean up sandbox " INT64_FORMAT ": %s",
-						sandbox_id, edata->message)));
+				(errmsg("could not clean up sandbox " INT64_FORMAT ", will try again later",
+						sandbox_id),
+				 errdetail_internal("%s", edata->message)));
+		sbx_reconcile_later(sandbox_id);
 	}
 	PG_END_TRY();
 }
 
 /*
- * Fill in a dynamic worker of this module that reports its start and stop
- * to the calling process and is never restarted.
+ * Start the clone worker for job j, which the lifecycle worker has filled
+ * in shared memory.
  */
-void
-sbx_dynamic_worker(BackgroundWorker *worker, const char *function,
-				   const char *type, const char *name, Datum arg)
-{
-	memset(worker, 0, sizeof(*worker));
-	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker->bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker->bgw_library_name, "pgsandbox", BGW_MAXLEN);
-	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
-	snprintf(worker->bgw_name, BGW_MAXLEN, "%s %s", type, name);
-	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
-	worker->bgw_main_arg = arg;
-	worker->bgw_notify_pid = MyProcPid;
-}
-
 static void
 sbx_start_clone_worker(int j, const char *name, int64 sandbox_id)
 {
-	BackgroundWorker worker;
-	MemoryContext old;
-	bool		started;
-
-	sbx_dynamic_worker(&worker, "sbx_clone_worker_main", "pgsandbox clone", name,
-					   Int32GetDatum(j));
-	/* which sandbox: a worker started late must not take a reused job */
-	memcpy(worker.bgw_extra, &sandbox_id, sizeof(sandbox_id));
-
-	/* the handle outlives the loop's memory */
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	started = RegisterDynamicBackgroundWorker(&worker, &sbx_jobs[j].handle);
-	MemoryContextSwitchTo(old);
-	if (!started)
+	/* the sandbox id: a worker started late must not take a reused job */
+	sbx_jobs[j].handle = sbx_start_dynamic_worker("sbx_clone_worker_main",
+												  "pgsandbox clone", name,
+												  Int32GetDatum(j),
+												  &sandbox_id, sizeof(sandbox_id));
+	if (sbx_jobs[j].handle == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not start a pgsandbox clone worker"),
+				 errmsg("could not start a clone worker"),
 				 errhint("Raise max_worker_processes, or lower pgsandbox.max_concurrent_clones.")));
 }
 
 /*
- * Begin a clone for the request in 'slot', using clone job j: make the
- * catalog row, the role and the database, then start the clone worker.
+ * Begin a clone using clone job j: make the catalog row, the role and the
+ * database, then start the clone worker.  The request (slot, serial) waits
+ * for it; slot is -1 for a clone that no caller waits for.  On failure the
+ * clone is undone and the error goes to the request.
  */
 static void
-sbx_clone_start(int slot, int j, const SbxRequest *req)
+sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
+				const SbxCloneSpec *spec)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxCloneJob job;
-	int64		sandbox_id = 0;
 
+	memset(&job, 0, sizeof(job));
 	PG_TRY();
 	{
-		sbx_clone_begin(req, &job, &sandbox_id);
+		sbx_clone_begin(by, spec, &job);
 
 		job.in_use = true;
 		job.request = slot;
+		job.request_serial = serial;
 		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 		memcpy(&sbx_shared->jobs[j], &job, sizeof(job));
-		sbx_shared->requests[slot].clone_job = j;
-		sbx_shared->requests[slot].sandbox_id = sandbox_id;
+		if (slot >= 0 && sbx_shared->requests[slot].serial == serial)
+		{
+			sbx_shared->requests[slot].clone_job = j;
+			sbx_shared->requests[slot].sandbox_id = job.sandbox_id;
+		}
 		LWLockRelease(sbx_shared->lock);
 		explicit_bzero(job.password, sizeof(job.password));
 		explicit_bzero(job.conninfo, sizeof(job.conninfo));
 
 		sbx_jobs[j].terminated = false;
 		sbx_jobs[j].started = GetCurrentTimestamp();
-		strlcpy(sbx_jobs[j].actor, req->actor, NAMEDATALEN);
-		sbx_start_clone_worker(j, job.name, sandbox_id);
+		strlcpy(sbx_jobs[j].actor, by->name, NAMEDATALEN);
+		sbx_start_clone_worker(j, job.name, job.sandbox_id);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
 		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].request == slot)
-		{
+		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == job.sandbox_id)
 			explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
-			sbx_shared->requests[slot].clone_job = -1;
-		}
 		LWLockRelease(sbx_shared->lock);
 		sbx_jobs[j].handle = NULL;
 		explicit_bzero(job.password, sizeof(job.password));
 		explicit_bzero(job.conninfo, sizeof(job.conninfo));
 
-		if (sandbox_id > 0)
-			sbx_fail_clone_quietly(sandbox_id, edata->message, req->actor);
-		sbx_request_fail_with(slot, edata);
+		if (job.sandbox_id > 0)
+			sbx_fail_clone_quietly(job.sandbox_id, edata->message, by->name);
+		sbx_answer_with(slot, serial, edata);
 	}
 	PG_END_TRY();
+}
+
+/* Mark a finished clone ready and hand its caller the credentials. */
+static void
+sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxRequest	outcome;
+
+	memset(&outcome, 0, sizeof(outcome));
+	PG_TRY();
+	{
+		outcome.expires_at = sbx_clone_ready(job->sandbox_id, job->password,
+											 sbx_jobs[j].actor, secs);
+		strlcpy(outcome.result_name, job->name, sizeof(outcome.result_name));
+		memcpy(outcome.password, job->password, sizeof(outcome.password));
+		if (job->request < 0 ||
+			sbx_queue_answer(job->request, job->request_serial, &outcome))
+			ereport(LOG,
+					(errmsg("sandbox \"%s\" is ready (source \"%s\", %.1f s)",
+							job->name, job->source, secs)));
+		else
+		{
+			/* the caller left at the last moment: no one has the credentials */
+			(void) sbx_drop(job->name, &sbx_worker_actor, false, false, "cleanup");
+			ereport(LOG,
+					(errmsg("dropped sandbox \"%s\", whose caller stopped waiting as it became ready",
+							job->name)));
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		sbx_fail_clone_quietly(job->sandbox_id, edata->message, sbx_jobs[j].actor);
+		sbx_answer_with(job->request, job->request_serial, edata);
+	}
+	PG_END_TRY();
+	explicit_bzero(&outcome, sizeof(outcome));
 }
 
 /*
@@ -278,10 +297,8 @@ sbx_clone_start(int slot, int j, const SbxRequest *req)
 static void
 sbx_clone_finish(int j)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	SbxCloneJob job;
 	bool		abandoned;
-	SbxRequest	outcome;
 	double		secs;
 	long		s;
 	int			us;
@@ -289,46 +306,18 @@ sbx_clone_finish(int j)
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	memcpy(&job, &sbx_shared->jobs[j], sizeof(job));
 	explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
-	abandoned = sbx_shared->requests[job.request].abandoned;
-	sbx_shared->requests[job.request].clone_job = -1;
+	if (job.request >= 0 && sbx_shared->requests[job.request].serial == job.request_serial)
+		sbx_shared->requests[job.request].clone_job = -1;
 	LWLockRelease(sbx_shared->lock);
+	abandoned = sbx_queue_abandoned(job.request, job.request_serial);
 	pfree(sbx_jobs[j].handle);
 	sbx_jobs[j].handle = NULL;
 
 	TimestampDifference(sbx_jobs[j].started, GetCurrentTimestamp(), &s, &us);
 	secs = s + us / 1000000.0;
 
-	memset(&outcome, 0, sizeof(outcome));
 	if (job.finished && job.ok && !abandoned)
-	{
-		PG_TRY();
-		{
-			outcome.expires_at = sbx_clone_ready(job.sandbox_id, job.password,
-												 sbx_jobs[j].actor, secs);
-			strlcpy(outcome.result_name, job.name, sizeof(outcome.result_name));
-			memcpy(outcome.password, job.password, sizeof(outcome.password));
-			if (sbx_request_finish(job.request, &outcome))
-				ereport(LOG,
-						(errmsg("pgsandbox: sandbox \"%s\" is ready (source \"%s\", %.1f s)",
-								job.name, job.source, secs)));
-			else
-			{
-				/* the caller left at the last moment: no one has the credentials */
-				(void) sbx_drop(job.name, &sbx_worker_request, "cleanup", SBX_WORKER_ACTOR);
-				ereport(LOG,
-						(errmsg("pgsandbox: dropped sandbox \"%s\", whose caller stopped waiting as it became ready",
-								job.name)));
-			}
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = sbx_catch_error(cxt);
-
-			sbx_fail_clone_quietly(job.sandbox_id, edata->message, sbx_jobs[j].actor);
-			sbx_request_fail_with(job.request, edata);
-		}
-		PG_END_TRY();
-	}
+		sbx_clone_succeeded(j, &job, secs);
 	else
 	{
 		const char *message;
@@ -350,17 +339,17 @@ sbx_clone_finish(int j)
 		else
 		{
 			code = ERRCODE_INTERNAL_ERROR;
-			message = "pgsandbox clone worker exited before finishing";
+			message = "clone worker exited before finishing";
 		}
 		reason = detail ? psprintf("%s\n%s", message, detail) : pstrdup(message);
 		sbx_fail_clone_quietly(job.sandbox_id, reason, sbx_jobs[j].actor);
-		sbx_request_fail(job.request, code, message, detail);
+		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
 		ereport(LOG,
-				(errmsg("pgsandbox: clone of source \"%s\" into \"%s\" failed: %s",
-						job.source, job.name, message)));
+				(errmsg("clone of source \"%s\" into sandbox \"%s\" failed",
+						job.source, job.name),
+				 errdetail_internal("%s", message)));
 	}
 	explicit_bzero(&job, sizeof(job));
-	explicit_bzero(&outcome, sizeof(outcome));
 }
 
 /* Check the clone workers: finish stopped ones, stop abandoned ones. */
@@ -371,21 +360,22 @@ sbx_check_jobs(void)
 
 	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
 	{
-		pid_t		pid;
-		bool		abandoned;
+		int			slot;
+		uint64		serial;
 
 		if (sbx_jobs[j].handle == NULL)
 			continue;
-		if (GetBackgroundWorkerPid(sbx_jobs[j].handle, &pid) == BGWH_STOPPED)
+		if (sbx_dynamic_worker_stopped(sbx_jobs[j].handle))
 		{
 			sbx_clone_finish(j);
 			continue;
 		}
 		running++;
 		LWLockAcquire(sbx_shared->lock, LW_SHARED);
-		abandoned = sbx_shared->requests[sbx_shared->jobs[j].request].abandoned;
+		slot = sbx_shared->jobs[j].request;
+		serial = sbx_shared->jobs[j].request_serial;
 		LWLockRelease(sbx_shared->lock);
-		if (abandoned && !sbx_jobs[j].terminated)
+		if (!sbx_jobs[j].terminated && sbx_queue_abandoned(slot, serial))
 		{
 			TerminateBackgroundWorker(sbx_jobs[j].handle);
 			sbx_jobs[j].terminated = true;
@@ -395,36 +385,92 @@ sbx_check_jobs(void)
 }
 
 static void
-sbx_serve_drop(int slot, const SbxRequest *req)
+sbx_park_drop(int slot, const SbxRequest *req)
+{
+	MemoryContext old = MemoryContextSwitchTo(sbx_worker_cxt);
+	SbxParkedDrop *parked = palloc(sizeof(SbxParkedDrop));
+
+	parked->slot = slot;
+	memcpy(&parked->req, req, sizeof(SbxRequest));
+	sbx_parked = lappend(sbx_parked, parked);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Serve a drop or an extend.  A drop that must wait for a janitor is set
+ * aside (unless this is already its second turn, may_defer false) and
+ * served again once the janitor has stopped.
+ */
+static void
+sbx_serve_drop(int slot, const SbxRequest *req, bool may_defer)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
 	SbxRequest	outcome;
 
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
 		if (req->kind == SBX_REQ_DROP)
-			outcome.dropped = sbx_drop(req->name, req,
-									   req->only_if_expired ? "expire" : "drop",
-									   req->actor);
+		{
+			SbxDropOutcome done = sbx_drop(req->name, &by, req->only_if_expired,
+										   may_defer,
+										   req->only_if_expired ? "expire" : "drop");
+
+			if (done == SBX_DROP_DEFERRED)
+				sbx_park_drop(slot, req);
+			else
+			{
+				outcome.dropped = (done == SBX_DROP_DONE);
+				(void) sbx_queue_answer(slot, req->serial, &outcome);
+			}
+		}
 		else
-			outcome.expires_at = sbx_extend(req->name, req);
-		(void) sbx_request_finish(slot, &outcome);
+		{
+			outcome.expires_at = sbx_extend(req->name, &by, req->ttl_secs);
+			(void) sbx_queue_answer(slot, req->serial, &outcome);
+		}
 	}
 	PG_CATCH();
 	{
-		sbx_request_fail_with(slot, sbx_catch_error(cxt));
+		sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
 	}
 	PG_END_TRY();
 }
 
-static int
-sbx_serial_cmp(const void *a, const void *b)
+/* Serve the drops set aside once no janitor runs any more. */
+static void
+sbx_serve_parked(void)
 {
-	uint64		sa = ((const uint64 *) a)[0];
-	uint64		sb = ((const uint64 *) b)[0];
+	List	   *parked;
+	ListCell   *lc;
 
-	return sa < sb ? -1 : (sa > sb ? 1 : 0);
+	if (sbx_parked == NIL || sbx_janitors_running())
+		return;
+	parked = sbx_parked;
+	sbx_parked = NIL;
+	foreach(lc, parked)
+	{
+		SbxParkedDrop *p = lfirst(lc);
+
+		sbx_serving_slot = p->slot;
+		sbx_serving_serial = p->req.serial;
+		sbx_serve_drop(p->slot, &p->req, false);
+		sbx_serving_slot = -1;
+	}
+	list_free_deep(parked);
+}
+
+/* A free clone job, or -1. */
+static int
+sbx_free_clone_job(void)
+{
+	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
+	{
+		if (sbx_jobs[j].handle == NULL && !sbx_shared->jobs[j].in_use)
+			return j;
+	}
+	return -1;
 }
 
 /*
@@ -434,127 +480,197 @@ sbx_serial_cmp(const void *a, const void *b)
 static void
 sbx_serve_requests(bool ready, int running)
 {
-	int			n = sbx_shared->nrequests;
-	uint64	   *pending = palloc(sizeof(uint64) * 2 * n);
-	int			npending = 0;
+	List	   *pending = sbx_queue_pending();
+	ListCell   *lc;
 
-	LWLockAcquire(sbx_shared->lock, LW_SHARED);
-	for (int i = 0; i < n; i++)
+	foreach(lc, pending)
 	{
-		if (sbx_shared->requests[i].state == SBX_SLOT_PENDING)
-		{
-			pending[2 * npending] = sbx_shared->requests[i].serial;
-			pending[2 * npending + 1] = i;
-			npending++;
-		}
-	}
-	LWLockRelease(sbx_shared->lock);
-	qsort(pending, npending, sizeof(uint64) * 2, sbx_serial_cmp);
-
-	for (int k = 0; k < npending; k++)
-	{
-		int			slot = (int) pending[2 * k + 1];
-		SbxRequest *shared_req = &sbx_shared->requests[slot];
+		int			slot = lfirst_int(lc);
+		int			j = running < sbx_max_concurrent_clones ? sbx_free_clone_job() : -1;
 		SbxRequest	req;
-		int			j = -1;
 
-		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		if (shared_req->state != SBX_SLOT_PENDING)
-		{
-			LWLockRelease(sbx_shared->lock);
+		if (!sbx_queue_take(slot, !ready || j >= 0, &req))
 			continue;
-		}
-		if (shared_req->abandoned)
-		{
-			shared_req->state = SBX_SLOT_FREE;
-			LWLockRelease(sbx_shared->lock);
-			continue;
-		}
-		if (ready && shared_req->kind == SBX_REQ_CLONE)
-		{
-			if (running >= sbx_max_concurrent_clones)
-			{
-				LWLockRelease(sbx_shared->lock);
-				continue;
-			}
-			for (int i = 0; i < SBX_MAX_CLONE_JOBS && j < 0; i++)
-			{
-				if (!sbx_shared->jobs[i].in_use && sbx_jobs[i].handle == NULL)
-					j = i;
-			}
-			if (j < 0)
-			{
-				LWLockRelease(sbx_shared->lock);
-				continue;
-			}
-		}
-		shared_req->state = SBX_SLOT_RUNNING;
-		memcpy(&req, shared_req, sizeof(req));
-		LWLockRelease(sbx_shared->lock);
 
+		sbx_serving_slot = slot;
+		sbx_serving_serial = req.serial;
 		if (!ready)
-			sbx_request_fail(slot, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-							 psprintf("extension \"pgsandbox\" is not installed in database \"%s\"",
-									  sbx_database),
-							 NULL);
+			sbx_queue_answer_error(slot, req.serial,
+								   ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+								   psprintf("extension \"pgsandbox\" is not installed in database \"%s\"",
+											sbx_database),
+								   NULL);
 		else if (req.kind == SBX_REQ_CLONE)
 		{
-			sbx_clone_start(slot, j, &req);
+			SbxActor	by = {req.caller, req.caller_is_admin, req.actor};
+			SbxCloneSpec spec = {req.source, req.schema_only, req.ttl_secs, req.labels};
+
+			sbx_clone_start(j, slot, req.serial, &by, &spec);
 			if (sbx_jobs[j].handle != NULL)
 				running++;
 		}
 		else
-			sbx_serve_drop(slot, &req);
+			sbx_serve_drop(slot, &req, true);
+		sbx_serving_slot = -1;
 	}
-	pfree(pending);
+	list_free(pending);
 }
 
-/* Drop every expired sandbox. */
-static void
-sbx_reap(void)
+/* ------------------------------------------------------------------------
+ * Timers
+ * ------------------------------------------------------------------------
+ */
+
+static long
+sbx_reap_interval(void)
+{
+	return sbx_gc_interval * 1000L;
+}
+
+/*
+ * The reaper: drop expired sandboxes, one a step, so that callers are
+ * served in between.  A new round lists the sandboxes expired by then.
+ */
+static bool
+sbx_reap_step(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	List	   *names = NIL;
-	ListCell   *lc;
+	char	   *name;
 
-	PG_TRY();
+	if (sbx_reap_todo == NIL)
 	{
-		names = sbx_expired_sandboxes();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("pgsandbox: could not look for expired sandboxes: %s",
-						edata->message)));
-	}
-	PG_END_TRY();
-
-	foreach(lc, names)
-	{
-		char	   *name = lfirst(lc);
+		List	   *names = NIL;
+		ListCell   *lc;
 
 		PG_TRY();
 		{
-			SbxRequest	reaper = sbx_worker_request;
-
-			reaper.only_if_expired = true;
-			if (sbx_drop(name, &reaper, "expire", SBX_WORKER_ACTOR))
-				ereport(LOG,
-						(errmsg("pgsandbox: dropped expired sandbox \"%s\"", name)));
+			names = sbx_expired_sandboxes();
 		}
 		PG_CATCH();
 		{
 			ErrorData  *edata = sbx_catch_error(cxt);
 
 			ereport(WARNING,
-					(errmsg("pgsandbox: could not drop expired sandbox \"%s\": %s",
-							name, edata->message)));
+					(errmsg("could not look for expired sandboxes"),
+					 errdetail_internal("%s", edata->message)));
+		}
+		PG_END_TRY();
+		foreach(lc, names)
+			sbx_reap_todo = lappend(sbx_reap_todo,
+									MemoryContextStrdup(sbx_worker_cxt, lfirst(lc)));
+		if (sbx_reap_todo == NIL)
+			return false;
+	}
+
+	name = pstrdup(linitial(sbx_reap_todo));
+	pfree(linitial(sbx_reap_todo));
+	sbx_reap_todo = list_delete_first(sbx_reap_todo);
+
+	PG_TRY();
+	{
+		/* a sandbox extended meanwhile is left alone */
+		if (sbx_drop(name, &sbx_worker_actor, true, true, "expire") == SBX_DROP_DONE)
+			ereport(LOG,
+					(errmsg("dropped expired sandbox \"%s\"", name)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not drop expired sandbox \"%s\"", name),
+				 errdetail_internal("%s", edata->message)));
+	}
+	PG_END_TRY();
+	return sbx_reap_todo != NIL;
+}
+
+static long
+sbx_reconcile_interval(void)
+{
+	return sbx_reconcile_ids != NIL ? 10000L : -1L;
+}
+
+/*
+ * Reconciliation, one sandbox a step.  One that fails is logged and goes to
+ * the back of the list, to be tried again at the next interval.
+ */
+static bool
+sbx_reconcile_step(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *ids = sbx_reconcile_ids;
+	ListCell   *lc;
+
+	/* each id is tried once in a round; failures come back in the list */
+	sbx_reconcile_ids = NIL;
+	foreach(lc, ids)
+	{
+		int64		id = pg_strtoint64(lfirst(lc));
+
+		PG_TRY();
+		{
+			sbx_reconcile_one(id);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = sbx_catch_error(cxt);
+
+			ereport(WARNING,
+					(errmsg("could not reconcile sandbox " INT64_FORMAT ", will try again later", id),
+					 errdetail_internal("%s", edata->message)));
+			sbx_reconcile_later(id);
 		}
 		PG_END_TRY();
 	}
+	list_free_deep(ids);
+	return false;
 }
+
+static SbxTimer sbx_timers[] = {
+	{sbx_reap_interval, sbx_reap_step, 0, false},
+	{sbx_reconcile_interval, sbx_reconcile_step, 0, false},
+};
+#define SBX_TIMER_RECONCILE 1
+
+/*
+ * Run the timers that are due.  Returns the milliseconds until the next one
+ * is due.
+ */
+static long
+sbx_run_timers(void)
+{
+	long		wait_ms = 10000L;
+
+	for (int i = 0; i < lengthof(sbx_timers); i++)
+	{
+		SbxTimer   *t = &sbx_timers[i];
+		long		interval = t->interval_ms();
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz next;
+
+		if (interval < 0)
+			continue;
+		/* from the last step, so that a reloaded interval counts at once */
+		next = t->more ? t->last : TimestampTzPlusMilliseconds(t->last, interval);
+		if (now >= next)
+		{
+			t->more = t->step();
+			t->last = now = GetCurrentTimestamp();
+			interval = t->interval_ms();
+			if (interval < 0)
+				continue;
+			next = t->more ? now : TimestampTzPlusMilliseconds(now, interval);
+		}
+		wait_ms = Min(wait_ms, TimestampDifferenceMilliseconds(now, next));
+	}
+	return wait_ms;
+}
+
+/* ------------------------------------------------------------------------
+ * Start and main loop
+ * ------------------------------------------------------------------------
+ */
 
 static bool
 sbx_extension_installed(void)
@@ -570,22 +686,18 @@ sbx_extension_installed(void)
 /*
  * What a previous run left: requests it had taken are answered with an
  * error, clone jobs are forgotten (their workers are ended when their
- * databases are dropped by sbx_reconcile), archives on disk are removed,
- * and the catalog is reconciled with the cluster.
+ * databases are dropped), archives on disk are removed, and the sandboxes
+ * to reconcile are handed to the reconciliation timer.
  */
 static void
 sbx_forget_previous_run(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	char		path[MAXPGPATH];
+	List	   *ids = NIL;
+	ListCell   *lc;
 
-	for (int i = 0; i < sbx_shared->nrequests; i++)
-	{
-		if (sbx_shared->requests[i].state == SBX_SLOT_RUNNING)
-			sbx_request_fail(i, ERRCODE_OPERATOR_INTERVENTION,
-							 "the pgsandbox worker restarted while serving this request",
-							 NULL);
-	}
+	sbx_queue_fail_running("the pgsandbox worker restarted while serving this request");
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
 		explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
@@ -597,28 +709,71 @@ sbx_forget_previous_run(void)
 
 	PG_TRY();
 	{
-		sbx_reconcile();
+		ids = sbx_reconcile_todo();
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
 		ereport(WARNING,
-				(errmsg("pgsandbox: could not reconcile the catalog: %s",
-						edata->message)));
+				(errmsg("could not list the sandboxes to reconcile"),
+				 errdetail_internal("%s", edata->message)));
 	}
 	PG_END_TRY();
+	foreach(lc, ids)
+		sbx_reconcile_ids = lappend(sbx_reconcile_ids,
+									MemoryContextStrdup(sbx_worker_cxt, lfirst(lc)));
+	/* the first round at once, before any clone starts */
+	if (sbx_reconcile_ids != NIL)
+		(void) sbx_reconcile_step();
+	sbx_timers[SBX_TIMER_RECONCILE].last = GetCurrentTimestamp();
+}
+
+/*
+ * After an error that escaped every handler: log it, abort the transaction,
+ * answer the request being served and carry on, as PostgreSQL's own
+ * long-lived processes do.
+ */
+static void
+sbx_recover_from_error(void)
+{
+	ErrorData  *edata;
+
+	HOLD_INTERRUPTS();
+	QueryCancelPending = false;
+	error_context_stack = NULL;
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	LWLockReleaseAll();
+	ConditionVariableCancelSleep();
+	pgstat_report_wait_end();
+	FlushErrorState();
+	MemoryContextSwitchTo(TopMemoryContext);
+	if (sbx_serving_slot >= 0)
+		sbx_answer_with(sbx_serving_slot, sbx_serving_serial, edata);
+	sbx_serving_slot = -1;
+	FreeErrorData(edata);
+	pgstat_report_activity(STATE_IDLE, "");
+	RESUME_INTERRUPTS();
+
+	/* do not spin if the error comes back at once */
+	(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L,
+					 PG_WAIT_EXTENSION);
+	SetLatch(MyLatch);			/* wake-ups may have come meanwhile */
 }
 
 void
 sbx_lifecycle_worker_main(Datum main_arg)
 {
-	MemoryContext loop_cxt;
-	bool		reconciled = false;
-	TimestampTz last_reap = 0;
+	sigjmp_buf	local_sigjmp_buf;
+	static MemoryContext loop_cxt;
+	static bool reconciled = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(sbx_database, NULL, 0);
 	pgstat_report_appname("pgsandbox worker");
@@ -629,18 +784,23 @@ sbx_lifecycle_worker_main(Datum main_arg)
 	LWLockRelease(sbx_shared->lock);
 	before_shmem_exit(sbx_worker_detach, (Datum) 0);
 
+	sbx_worker_cxt = AllocSetContextCreate(TopMemoryContext, "pgsandbox worker",
+										   ALLOCSET_DEFAULT_SIZES);
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "pgsandbox worker loop",
 									 ALLOCSET_DEFAULT_SIZES);
 	ereport(LOG,
 			(errmsg("pgsandbox worker started for database \"%s\"", sbx_database)));
 
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+		sbx_recover_from_error();
+	PG_exception_stack = &local_sigjmp_buf;
+
 	for (;;)
 	{
 		bool		ready;
 		int			running;
-		long		timeout;
-		TimestampTz now;
-		TimestampTz next_reap;
+		long		timeout = 10000L;
+		long		stats_ms;
 
 		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
@@ -655,26 +815,25 @@ sbx_lifecycle_worker_main(Datum main_arg)
 		MemoryContextSwitchTo(loop_cxt);
 		if (ready && !reconciled)
 		{
-			sbx_forget_previous_run();
 			reconciled = true;
+			sbx_forget_previous_run();
 		}
 
 		running = sbx_check_jobs();
+		sbx_serve_parked();
 		sbx_serve_requests(ready, running);
+		if (ready)
+			timeout = sbx_run_timers();
+		if (sbx_parked != NIL)
+			timeout = Min(timeout, 50L);	/* watch the janitors */
 
-		/* from the last pass, so that a reloaded interval counts at once */
-		next_reap = TimestampTzPlusMilliseconds(last_reap, sbx_gc_interval * 1000L);
-		now = GetCurrentTimestamp();
-		if (ready && now >= next_reap)
-		{
-			sbx_reap();
-			last_reap = GetCurrentTimestamp();
-			next_reap = TimestampTzPlusMilliseconds(last_reap, sbx_gc_interval * 1000L);
-		}
-		timeout = ready ? TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_reap)
-			: 10000L;
-		timeout = Max(Min(timeout, 10000L), 10L);
+		/* the catalog tables' statistics, for autovacuum */
+		stats_ms = pgstat_report_stat(false);
+		if (stats_ms > 0)
+			timeout = Min(timeout, stats_ms);
+		pgstat_report_activity(STATE_IDLE, "");
 
+		timeout = Max(timeout, 10L);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);

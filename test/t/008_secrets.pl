@@ -119,7 +119,7 @@ my $catalog = $node->safe_psql('postgres',
 # ---------------------------------------------------------------------------
 
 my $log = slurp_file($node->logfile);
-like($log, qr/pgsandbox: sandbox "$name" is ready/, 'the log covers the clone');
+like($log, qr/sandbox "$name" is ready/, 'the log covers the clone');
 for my $secret (
 	[ 'the sandbox password', $sandbox_pw ],
 	[ 'the source password', $source_pw ],

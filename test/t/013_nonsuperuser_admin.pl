@@ -171,6 +171,18 @@ like( $node->safe_psql('postgres', "SELECT error FROM pgsandbox.sandbox WHERE so
 ($ret, $out, $err) = as_role($su, "SELECT name FROM pgsandbox.clone('su_nopw')");
 is($ret, 0, 'server trusts reader: the superuser\'s source without a password clones') or diag $err;
 
+# doctor() connects as a clone does: the admin's source is refused for the
+# same reason, the superuser's is fine
+sub doctor_row
+{
+	my ($source) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT ok || '|' || detail FROM pgsandbox.doctor() WHERE \"check\" = 'source \"$source\" can be dumped'");
+}
+like(doctor_row('pw'), qr/^false\|Cannot connect: the connection to source "pw" did not use its password/,
+	'server trusts reader: doctor() finds the admin\'s source unusable, as a clone does');
+like(doctor_row('su_nopw'), qr/^true\|/, 'server trusts reader: doctor() accepts the superuser\'s source');
+
 # ---------------------------------------------------------------------------
 # pg_hba.conf asks reader for its password
 # ---------------------------------------------------------------------------
@@ -186,6 +198,7 @@ ok( wait_until(
 
 ($ret, $out, $err) = as_role('ada', "SELECT name, conninfo FROM pgsandbox.clone('pw', schema_only => false)");
 is($ret, 0, 'password asked: the admin\'s source clones') or diag $err;
+like(doctor_row('pw'), qr/^true\|/, 'password asked: doctor() finds the admin\'s source usable');
 my (undef, $conninfo) = split /\|/, $out, 2;
 my ($r2, $rows) = sandbox_psql($node, $conninfo // '', 'SELECT count(*) FROM t');
 is($rows, '10', '... with its rows');

@@ -166,7 +166,7 @@ my $views = $out;
 # ---------------------------------------------------------------------------
 
 my $log = slurp_file($node->logfile);
-like($log, qr/pgsandbox: sandbox "$name" is ready/, 'the log covers the clone');
+like($log, qr/sandbox "$name" is ready/, 'the log covers the clone');
 like($log, qr/statement: SELECT name, conninfo FROM pgsandbox\.clone\('sec'/, 'the log holds the statements');
 for my $secret (
 	[ 'the sandbox password', $sandbox_pw ],

@@ -9,6 +9,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use SandboxTest;
 use Test::More;
+use Time::HiRes qw(time);
 
 my $node = sandbox_node('run_sql', "pgsandbox.gc_interval = 3600\n");
 $node->safe_psql('postgres', q{
@@ -47,6 +48,7 @@ is($rc, 0, 'that run_sql returns') or diag $err;
 like($res, qr/"error": null/, 'without an error');
 
 # the caller is cancelled: the sandbox's query stops too
+my $t0;
 $h = start_psql($node, $agent, "SET statement_timeout = '1s'",
 	"SELECT pgsandbox.run_sql('$sbx', 'SELECT pg_sleep(120)', timeout => '10min')");
 ($rc, $res, $err) = finish_psql($h);
@@ -59,8 +61,18 @@ SELECT count(*) FROM pg_stat_activity
 	}, 15),
 	'and the sandbox no longer runs its query');
 
+# a COPY TO STDOUT whose rows come slowly: the caller's cancel is served
+# while it reads them, not once the COPY ends (20 s later)
+$t0 = time;
+$h = start_psql($node, $agent, "SET statement_timeout = '1s'",
+	"SELECT pgsandbox.run_sql('$sbx', 'COPY (SELECT g, pg_sleep(0.01) FROM generate_series(1, 2000) g) TO STDOUT', timeout => '10min')");
+($rc, $res, $err) = finish_psql($h);
+isnt($rc, 0, 'a caller cancelled during COPY TO STDOUT fails');
+like($err, qr/statement timeout/, '... with its statement timeout');
+cmp_ok(time - $t0, '<', 8, '... at once, not when the COPY ends');
+
 # the statement outlives its timeout
-my $t0 = time;
+$t0 = time;
 $res = $node->safe_psql('postgres', qq{
 SELECT pgsandbox.run_sql('$sbx', 'SELECT pg_sleep(120)', timeout => '1s') -> 'error' ->> 'sqlstate'});
 is($res, '57014', 'a statement past its timeout is cancelled');

@@ -1,0 +1,113 @@
+/*-------------------------------------------------------------------------
+ *
+ * source_conn.c
+ *	  Connecting to a source database: the one way pgsandbox does it, for
+ *	  a clone, for reading a source's schema and for doctor().
+ *
+ * A source added by a superuser is trusted: its connection string may use
+ * what the server itself holds (a password file, a client certificate,
+ * GSS).  One added by a non-superuser admin is not: none of the server's
+ * identity is offered (sbx_conninfo_to_params), and the connection must
+ * really have used the password the source gave, or it is refused.  The
+ * source's password never appears in a message.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/string.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "pgsandbox.h"
+#include "utils/wait_event.h"
+
+/*
+ * Connect to source 'name' with its connection string.  require_password
+ * is the source's flag of that name (added by a non-superuser).  If
+ * connect_timeout is above zero it is the timeout unless the connection
+ * string sets one.  Returns the connection; on failure returns NULL and
+ * sets *sqlerrcode, *message and *detail (one line, the password taken
+ * out).
+ */
+PGconn *
+sbx_source_try_connect(const char *name, const char *conninfo,
+					   bool require_password, int connect_timeout,
+					   int *sqlerrcode, char **message, char **detail)
+{
+	const char **keywords;
+	const char **values;
+	const char **kw;
+	const char **vals;
+	const char *secrets[2];
+	int			n = 0;
+	PGconn	   *conn;
+
+	sbx_conninfo_to_params(conninfo, require_password, &keywords, &values);
+	while (keywords[n] != NULL)
+		n++;
+	/* the default timeout first, so that the source's own comes later */
+	kw = palloc0(sizeof(char *) * (n + 2));
+	vals = palloc0(sizeof(char *) * (n + 2));
+	if (connect_timeout > 0)
+	{
+		kw[0] = "connect_timeout";
+		vals[0] = psprintf("%d", connect_timeout);
+	}
+	memcpy(kw + (connect_timeout > 0), keywords, sizeof(char *) * n);
+	memcpy(vals + (connect_timeout > 0), values, sizeof(char *) * n);
+
+	secrets[0] = sbx_conninfo_password(conninfo);
+	secrets[1] = NULL;
+	if (secrets[0] == NULL)
+		secrets[0] = "";
+
+	conn = libpqsrv_connect_params(kw, vals, false, PG_WAIT_EXTENSION);
+	for (int i = 0; keywords[i] != NULL; i++)
+	{
+		if (strcmp(keywords[i], "password") == 0)
+			explicit_bzero((char *) values[i], strlen(values[i]));
+	}
+
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *msg = sbx_redact(PQerrorMessage(conn), secrets);
+
+		(void) pg_strip_crlf(msg);
+		msg[strcspn(msg, "\n")] = '\0';
+		libpqsrv_disconnect(conn);
+		*sqlerrcode = ERRCODE_CONNECTION_FAILURE;
+		*message = psprintf("could not connect to source \"%s\"", name);
+		*detail = msg;
+		return NULL;
+	}
+	if (require_password && !PQconnectionUsedPassword(conn))
+	{
+		libpqsrv_disconnect(conn);
+		*sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		*message = psprintf("the connection to source \"%s\" did not use its password", name);
+		*detail = pstrdup("The source was added by a non-superuser, so it must authenticate by password, not by the server's identity.");
+		return NULL;
+	}
+	return conn;
+}
+
+/*
+ * Connect to source 'name', as sbx_source_try_connect does, or raise the
+ * error.
+ */
+PGconn *
+sbx_source_open(const char *name, const char *conninfo, bool require_password)
+{
+	int			code;
+	char	   *message;
+	char	   *detail;
+	PGconn	   *conn = sbx_source_try_connect(name, conninfo, require_password, 0,
+											  &code, &message, &detail);
+
+	if (conn == NULL)
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg_internal("%s", message),
+				 errdetail_internal("%s", detail)));
+	return conn;
+}

@@ -1,0 +1,165 @@
+
+# 018_worker_hardening.pl: the lifecycle worker survives what a busy
+# server does to it, and says what it does.
+#
+# (a) pg_cancel_backend of the worker during a data clone: the worker
+#     stays (same pid) and the clone completes with all its rows;
+# (b) an error while serving one request (a drop whose role cannot be
+#     dropped) goes to that caller; the worker stays and serves the next;
+# (c) the worker reports its table statistics: pg_stat_user_tables counts
+#     the catalog's inserts and updates, so autovacuum sees them;
+# (d) between requests the worker is idle with no query text, and a crash
+#     log after kill -9 of the idle worker names no stale activity;
+# (e) reconciliation at start goes row by row: a sandbox that cannot be
+#     cleaned up is logged and retried later, while the next one is
+#     finished at once, and the first is finished once it can be.
+
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use SandboxTest;
+use Test::More;
+
+my $node = sandbox_node('harden', "pgsandbox.gc_interval = 3600\nrestart_after_crash = on\n");
+
+sub worker_pid
+{
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'pgsandbox worker'");
+}
+
+sub status_of
+{
+	my ($name) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT status FROM pgsandbox.sandbox WHERE name = '$name'");
+}
+
+make_slow_source($node, 'slow', 3000, 1);
+$node->safe_psql('postgres', q{
+SELECT pgsandbox.add_source('slow', 'dbname=slow', allow_data => true);
+CREATE DATABASE small;
+SELECT pgsandbox.add_source('small', 'dbname=small');
+});
+$node->safe_psql('small', 'CREATE TABLE t (id int PRIMARY KEY)');
+
+# ---------------------------------------------------------------------------
+# (a) cancel the worker in the middle of a data clone
+# ---------------------------------------------------------------------------
+
+my $wpid = worker_pid();
+like($wpid, qr/^\d+$/, 'the worker runs');
+my $h = start_psql($node, $node->connstr('postgres'),
+	"SELECT name || ' ' || conninfo FROM pgsandbox.clone('slow', schema_only => false)");
+is(poll_value($node, "SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'", '1', 30),
+	'1', '(a) a data clone is under way');
+for (1 .. 3)
+{
+	is($node->safe_psql('postgres', "SELECT pg_cancel_backend($wpid)"), 't',
+		'(a) the worker is sent a cancel');
+	sleep 1;
+}
+is(worker_pid(), $wpid, '(a) the worker is still the same process');
+my ($ret, $out, $err) = finish_psql($h);
+is($ret, 0, '(a) the clone in flight completes') or diag $err;
+my ($slow_name, $slow_conninfo) = split / /, $out, 2;
+my (undef, $rows) = sandbox_psql($node, $slow_conninfo // '', 'SELECT count(*) FROM slow');
+is($rows, '3000', '(a) with every row of its source');
+is(worker_pid(), $wpid, '(a) and the worker never restarted');
+
+# ---------------------------------------------------------------------------
+# (b) an error while serving a drop goes to its caller only
+# ---------------------------------------------------------------------------
+
+my $a = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small')");
+my $b = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small')");
+# a privilege in another database keeps a's role from being dropped
+$node->safe_psql('small', "CREATE TABLE keep_a (); GRANT SELECT ON keep_a TO $a");
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.drop('$a')");
+isnt($ret, 0, '(b) a drop that cannot finish fails');
+like($err, qr/cannot be dropped because some objects depend on it/, '(b) its caller is told why');
+is(worker_pid(), $wpid, '(b) the worker is still the same process');
+is(status_of($a), 'ready', '(b) the sandbox is not marked dropped');
+is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$a'"),
+	'0', '(b) its database went before the role refused');
+my $c = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small')");
+is(status_of($c), 'ready', '(b) the next request is served');
+
+# ---------------------------------------------------------------------------
+# (c) statistics of the catalog tables
+# ---------------------------------------------------------------------------
+
+is( poll_value(
+		$node,
+		"SELECT bool_and(n_tup_ins > 0) FROM pg_stat_user_tables"
+		  . " WHERE relid IN ('pgsandbox.sandbox'::regclass, 'pgsandbox.event'::regclass,"
+		  . "                 'pgsandbox.sandbox_secret'::regclass)",
+		't', 30),
+	't', '(c) pg_stat_user_tables counts the inserts into sandbox, event and sandbox_secret');
+is( poll_value(
+		$node,
+		"SELECT n_tup_upd > 0 FROM pg_stat_user_tables WHERE relid = 'pgsandbox.sandbox'::regclass",
+		't', 30),
+	't', '(c) and the updates of sandbox');
+
+# ---------------------------------------------------------------------------
+# (d) idle between requests
+# ---------------------------------------------------------------------------
+
+is( poll_value(
+		$node,
+		"SELECT state || '|' || query FROM pg_stat_activity WHERE backend_type = 'pgsandbox worker'",
+		'idle|', 10),
+	'idle|', '(d) the worker reports itself idle, with no query text');
+
+# ---------------------------------------------------------------------------
+# (e) reconciliation row by row
+# ---------------------------------------------------------------------------
+
+# b's database goes as in a crash in the middle of a drop; a is in the same
+# state already, and its role still cannot be dropped.  a comes first.
+$node->safe_psql('postgres', "DROP DATABASE $b WITH (FORCE)");
+my $offset = -s $node->logfile;
+# kill -9 of the idle worker: the postmaster restarts the cluster
+kill 'KILL', $wpid;
+ok( wait_until(
+		sub {
+			my $p = eval { worker_pid() } // '';
+			return $p =~ /^\d+$/ && $p ne $wpid;
+		},
+		60),
+	'(d) the killed worker comes back');
+my $log = slurp_file($node->logfile, $offset);
+like($log, qr/\Q(PID $wpid) was terminated by signal 9\E/, '(d) the crash is logged');
+unlike($log, qr/Failed process was running: pgsandbox/,
+	'(d) without a stale activity of the idle worker');
+
+is(poll_value($node, "SELECT status FROM pgsandbox.sandbox WHERE name = '$b'", 'dropped', 30),
+	'dropped', '(e) the sandbox after the one that fails is reconciled at start');
+is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_roles WHERE rolname = '$b'"),
+	'0', '(e) its role is gone');
+ok( wait_until(sub { slurp_file($node->logfile, $offset) =~ /could not reconcile sandbox \d+, will try again later/ }, 30),
+	'(e) the one that fails is logged');
+is(status_of($a), 'ready', '(e) and left as it was');
+
+# once its role can go, the retry finishes it
+$node->safe_psql('small', 'DROP TABLE keep_a');
+is(poll_value($node, "SELECT status FROM pgsandbox.sandbox WHERE name = '$a'", 'dropped', 40),
+	'dropped', '(e) the failed one is reconciled by a later retry');
+is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_roles WHERE rolname = '$a'"),
+	'0', '(e) its role is gone too');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pgsandbox.event WHERE sandbox = '$a' AND action = 'cleanup'"),
+	'1', '(e) the event log records the clean-up');
+
+# the worker still clones
+is(status_of($node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small')")),
+	'ready', 'after all this, a clone still succeeds');
+
+$node->stop;
+done_testing();
