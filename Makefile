@@ -3,7 +3,7 @@
 EXTENSION = pgsandbox
 MODULE_big = pgsandbox
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-DATA = pgsandbox--0.1.sql
+DATA = $(wildcard pgsandbox--*.sql)
 PGFILEDESC = "pgsandbox - disposable clones of approved databases"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)

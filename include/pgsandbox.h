@@ -49,6 +49,10 @@ extern char *sbx_bin_dir;
 extern int	sbx_max_sandboxes;
 extern int	sbx_max_sandboxes_per_owner;
 
+struct FunctionCallInfoBaseData;
+extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
+							const char *argname);
+extern void sbx_check_database(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);

@@ -1,7 +1,20 @@
 --
 -- setup: the extension installs its catalog, views and functions
 --
+
+-- only in the database its worker works in (pgsandbox.database), and
+-- nothing is left behind elsewhere
+\c postgres
 CREATE EXTENSION pgsandbox;
+SELECT count(*) AS pgsandbox_schemas FROM pg_namespace WHERE nspname = 'pgsandbox';
+\c contrib_regression
+
+CREATE EXTENSION pgsandbox;
+SELECT extversion FROM pg_extension WHERE extname = 'pgsandbox';
+
+-- a dump of this database keeps the sources and who may clone them
+SELECT unnest(extconfig)::regclass AS dumped_table
+  FROM pg_extension WHERE extname = 'pgsandbox' ORDER BY 1;
 
 SELECT c.relname, c.relkind
   FROM pg_class c

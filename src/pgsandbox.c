@@ -2,7 +2,8 @@
  *
  * pgsandbox.c
  *	  Module entry point: settings, shared memory hooks and the registration
- *	  of the lifecycle worker.
+ *	  of the lifecycle worker; the checks every SQL function makes first
+ *	  (its arguments, the database it is called in).
  *
  * pgsandbox must be loaded through shared_preload_libraries: the request
  * queue lives in shared memory and the lifecycle worker is started by the
@@ -13,12 +14,17 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
+
+#if PG_VERSION_NUM < 150000
+#error "pgsandbox needs PostgreSQL 15 or later"
+#endif
 
 PG_MODULE_MAGIC;
 
@@ -223,4 +229,32 @@ sbx_effective_bin_dir(void)
 	strlcpy(dir, my_exec_path, sizeof(dir));
 	get_parent_directory(dir);
 	return dir;
+}
+
+/* Raise the "must not be null" error for argument n when it is NULL. */
+void
+sbx_require_arg(FunctionCallInfo fcinfo, int n, const char *argname)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * Lifecycle functions work only in the database the worker serves.
+ */
+void
+sbx_check_database(void)
+{
+	char	   *dbname = get_database_name(MyDatabaseId);
+
+	sbx_queue_attach();
+	if (dbname == NULL || strcmp(dbname, sbx_database) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgsandbox serves database \"%s\", not \"%s\"",
+						sbx_database, dbname ? dbname : "?"),
+				 errhint("Call pgsandbox functions in database \"%s\", or set pgsandbox.database.",
+						 sbx_database)));
 }

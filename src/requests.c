@@ -1,20 +1,20 @@
 /*-------------------------------------------------------------------------
  *
- * sql_api.c
- *	  The SQL-callable functions of pgsandbox.
+ * requests.c
+ *	  The SQL functions that ask the lifecycle worker for something: clone,
+ *	  drop, extend, and the drop of an expired sandbox that gc() asks for.
  *
  * Arguments are checked here, in the caller's backend, so that bad input
- * fails at once and changes nothing.  Lifecycle work (clone, drop, extend)
- * is handed to the lifecycle worker through the request queue; the worker
- * owns the catalog rows, so they outlive a rollback of the caller, and the
- * caller may be inside a transaction block.
+ * fails at once and changes nothing.  The work is handed to the lifecycle
+ * worker through the request queue; the worker owns the catalog rows, so
+ * they outlive a rollback of the caller, and the caller may be inside a
+ * transaction block.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -24,79 +24,12 @@
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-PG_FUNCTION_INFO_V1(pgsandbox_add_source);
-PG_FUNCTION_INFO_V1(pgsandbox_remove_source);
 PG_FUNCTION_INFO_V1(pgsandbox_clone);
 PG_FUNCTION_INFO_V1(pgsandbox_drop);
 PG_FUNCTION_INFO_V1(pgsandbox_extend);
 PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
-
-/*
- * In a PG_CATCH block: raise the error again without the statement, whose
- * text may hold a secret.
- */
-static void pg_attribute_noreturn()
-sbx_rethrow_hiding_statement(MemoryContext cxt)
-{
-	ErrorData  *edata;
-
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	edata->hide_stmt = true;
-	ReThrowError(edata);
-}
-
-/* Raise the "must not be null" error for argument n when it is NULL. */
-static void
-sbx_require_arg(FunctionCallInfo fcinfo, int n, const char *argname)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", argname)));
-}
-
-/*
- * Lifecycle functions work only in the database the worker serves.
- */
-static void
-sbx_check_database(void)
-{
-	char	   *dbname = get_database_name(MyDatabaseId);
-
-	sbx_queue_attach();
-	if (dbname == NULL || strcmp(dbname, sbx_database) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pgsandbox serves database \"%s\", not \"%s\"",
-						sbx_database, dbname ? dbname : "?"),
-				 errhint("Call pgsandbox functions in database \"%s\", or set pgsandbox.database.",
-						 sbx_database)));
-}
-
-static void
-sbx_check_source_name(const char *name)
-{
-	size_t		len = strlen(name);
-	bool		ok = (len > 0 && len < NAMEDATALEN);
-
-	for (const char *p = name; ok && *p; p++)
-	{
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
-			ok = false;
-	}
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid source name"),
-				 errdetail("A source name has 1 to %d letters, digits, underscores, hyphens or dots.",
-						   NAMEDATALEN - 1)));
-}
 
 /*
  * Seconds in a ttl, checked: positive and at most pgsandbox.max_ttl.
@@ -161,117 +94,6 @@ sbx_run_request(SbxRequest *req, SbxRequest *result)
 				 errmsg_internal("%s", result->message),
 				 result->detail[0] ? errdetail_internal("%s", result->detail) : 0));
 	}
-}
-
-/*
- * add_source(name text, conninfo text, allow_data boolean)
- */
-Datum
-pgsandbox_add_source(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	char	   *conninfo;
-	bool		allow_data;
-	bool		trusted;
-	MemoryContext cxt = CurrentMemoryContext;
-	SbxConninfoParts parts;
-	Oid			argtypes[8] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
-	TEXTOID, TEXTOID, BOOLOID};
-	Datum		values[8];
-	char		nulls[8];
-	int			rc;
-
-	sbx_require_arg(fcinfo, 0, "source name");
-	sbx_require_arg(fcinfo, 1, "conninfo");
-	sbx_require_arg(fcinfo, 2, "allow_data");
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	allow_data = PG_GETARG_BOOL(2);
-
-	sbx_check_database();
-	sbx_require_admin();
-	sbx_check_source_name(name);
-	trusted = superuser_arg(sbx_caller());
-
-	/*
-	 * The call's text holds the connection string: keep it out of the
-	 * STATEMENT line that log_min_error_statement adds to a logged error.
-	 */
-	PG_TRY();
-	{
-		sbx_conninfo_validate(conninfo, trusted, &parts);
-	}
-	PG_CATCH();
-	{
-		sbx_rethrow_hiding_statement(cxt);
-	}
-	PG_END_TRY();
-
-	values[0] = CStringGetTextDatum(name);
-	values[1] = CStringGetTextDatum(conninfo);
-	values[2] = BoolGetDatum(allow_data);
-	memset(nulls, ' ', sizeof(nulls));
-#define SBX_PART(i, v) \
-	do { if (v) values[i] = CStringGetTextDatum(v); else nulls[i] = 'n'; } while (0)
-	SBX_PART(3, parts.host);
-	SBX_PART(4, parts.port);
-	SBX_PART(5, parts.dbname);
-	SBX_PART(6, parts.user);
-#undef SBX_PART
-	values[7] = BoolGetDatum(!trusted);
-
-	SPI_connect();
-	rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
-							   1, argtypes, values, nulls, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source: %s", SPI_result_code_string(rc));
-	if (SPI_processed > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("source \"%s\" already exists", name),
-				 errhidestmt(true)));
-	rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
-							   "(name, conninfo, allow_data, host, port, dbname, \"user\","
-							   " require_password) "
-							   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-							   8, argtypes, values, nulls, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "could not add source: %s", SPI_result_code_string(rc));
-	SPI_finish();
-
-	PG_RETURN_VOID();
-}
-
-/*
- * remove_source(name text)
- */
-Datum
-pgsandbox_remove_source(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	int			rc;
-
-	sbx_require_arg(fcinfo, 0, "source name");
-	sbx_check_database();
-	sbx_require_admin();
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	values[0] = CStringGetTextDatum(name);
-
-	SPI_connect();
-	rc = SPI_execute_with_args("DELETE FROM pgsandbox.source WHERE name = $1",
-							   1, argtypes, values, NULL, false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "could not remove source: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 strlen(name) < NAMEDATALEN ?
-				 errmsg("source \"%s\" does not exist", name) :
-				 errmsg("source does not exist")));
-	SPI_finish();
-	PG_RETURN_VOID();
 }
 
 /*
