@@ -48,6 +48,7 @@ extern int	sbx_port;
 extern char *sbx_bin_dir;
 extern int	sbx_max_sandboxes;
 extern int	sbx_max_sandboxes_per_owner;
+extern bool sbx_locale_fallback;
 
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
@@ -57,6 +58,19 @@ extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);
 extern const char *sbx_effective_bin_dir(void);
+
+/*
+ * A database's encoding and locale, as pg_database records them; empty
+ * strings when not known.
+ */
+typedef struct SbxLocale
+{
+	char		encoding[NAMEDATALEN];
+	char		collate[NAMEDATALEN];
+	char		ctype[NAMEDATALEN];
+	char		provider;		/* 'c' libc, 'i' ICU, '\0' not known */
+	char		icu_locale[NAMEDATALEN];
+} SbxLocale;
 
 /* request queue (queue.c) */
 typedef enum SbxRequestKind
@@ -92,6 +106,7 @@ typedef struct SbxRequest
 	bool		only_if_expired;	/* DROP on behalf of gc() */
 	int64		ttl_secs;		/* CLONE, EXTEND */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
+	SbxLocale	locale;			/* CLONE: the source's, if known */
 
 	/* outcome */
 	int			sqlerrcode;		/* 0 on success */
@@ -120,6 +135,10 @@ typedef struct SbxCloneJob
 	char		conninfo[SBX_CONNINFO_MAX];
 	bool		require_password;	/* source added by a non-superuser */
 	bool		schema_only;
+	bool		locale_fallback;	/* the sandbox may differ from the
+									 * source's locale */
+	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
+										 * left out or changed */
 
 	/* written by the clone worker before it exits */
 	bool		finished;
@@ -202,6 +221,7 @@ typedef struct SbxCloneSpec
 	bool		schema_only;
 	int64		ttl_secs;
 	const char *labels;			/* text form of a jsonb object */
+	const SbxLocale *locale;	/* the source's, or NULL if not known */
 } SbxCloneSpec;
 
 /* what a drop did */
@@ -216,7 +236,8 @@ typedef enum SbxDropOutcome
 extern void sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec,
 							SbxCloneJob *job);
 extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *password,
-								   const char *actor, double seconds);
+								   const char *actor, double seconds,
+								   const char *notes);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
@@ -251,6 +272,67 @@ extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
 									  char **detail);
 extern PGconn *sbx_source_open(const char *name, const char *conninfo,
 							   bool require_password);
+
+/* what a clone reads from its source's catalog (source_info.c) */
+typedef struct SbxExtension
+{
+	Oid			oid;			/* in the source */
+	char	   *name;
+	char	   *schema;
+	Oid			schema_oid;		/* in the source */
+	bool		made_schema;	/* we created the schema for it */
+} SbxExtension;
+
+/* an extension's configuration table or sequence (pg_extension.extconfig) */
+typedef struct SbxConfigRel
+{
+	Oid			oid;			/* in the source */
+	char	   *schema;
+	char	   *name;
+	char		relkind;
+	char	   *condition;		/* pg_extension.extcondition, "" if none */
+	char	   *columns;		/* quoted, comma-separated; tables only */
+} SbxConfigRel;
+
+/* a setting of the source database for all roles */
+typedef struct SbxSetting
+{
+	char	   *name;
+	char	   *value;
+} SbxSetting;
+
+/* an event trigger of the source, which no sandbox role can own */
+typedef struct SbxEventTrigger
+{
+	Oid			oid;			/* in the source */
+	char	   *name;
+} SbxEventTrigger;
+
+typedef struct SbxSourceInfo
+{
+	List	   *extensions;		/* of SbxExtension, in creation order */
+	List	   *config_rels;	/* of SbxConfigRel */
+	List	   *settings;		/* of SbxSetting */
+	List	   *event_triggers; /* of SbxEventTrigger */
+	SbxLocale	locale;
+} SbxSourceInfo;
+
+extern void sbx_read_source_locale(PGconn *conn, const char *source,
+								   SbxLocale *locale);
+extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);
+
+/* which archive entries the sandbox role restores (restore_list.c) */
+extern void sbx_filter_restore_list(const char *from, const char *to,
+									const SbxSourceInfo *info,
+									StringInfo left_out);
+
+/* the source database's settings on the sandbox (db_settings.c) */
+extern void sbx_apply_database_settings(const char *dbname, List *settings,
+										StringInfo refused);
+
+/* restoring configuration tables' rows as superuser (config_data.c) */
+extern void sbx_copy_config_data(PGconn *conn, const char *source,
+								 List *config_rels);
 
 /* source connection strings (conninfo.c) */
 typedef struct SbxConninfoParts

@@ -30,12 +30,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "common/file_utils.h"
 #include "common/string.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "pgstat.h"
@@ -45,13 +48,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-
-typedef struct SbxExtension
-{
-	char	   *name;
-	char	   *schema;
-	bool		made_schema;	/* we created the schema for it */
-} SbxExtension;
+#include "utils/syscache.h"
 
 /* what the exit callback must undo */
 static SbxChild sbx_children[2];
@@ -76,47 +73,91 @@ sbx_clone_worker_exit(int code, Datum arg)
 }
 
 /*
- * The source's own extensions (not those built into the server), in the
- * order they were created, so that dependencies come first.
+ * Read what the clone needs from the source's catalog.
  */
-static List *
-sbx_source_extensions(void)
+static SbxSourceInfo *
+sbx_source_read(void)
 {
-	PGconn	   *conn;
-	PGresult   *res;
-	List	   *result = NIL;
+	PGconn	   *conn = sbx_source_open(sbx_job.source, sbx_job.conninfo,
+									   sbx_job.require_password);
+	SbxSourceInfo *info = NULL;
 
-	conn = sbx_source_open(sbx_job.source, sbx_job.conninfo, sbx_job.require_password);
-
-	res = libpqsrv_exec(conn,
-						"SELECT e.extname, n.nspname"
-						"  FROM pg_catalog.pg_extension e"
-						"  JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-						" WHERE e.oid >= 16384"
-						" ORDER BY e.oid",
-						PG_WAIT_EXTENSION);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	PG_TRY();
 	{
-		char	   *msg = sbx_redact(PQerrorMessage(conn), sbx_secrets);
-
-		PQclear(res);
+		info = sbx_read_source_info(conn, sbx_job.source);
+	}
+	PG_FINALLY();
+	{
 		libpqsrv_disconnect(conn);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not list the extensions of source \"%s\"", sbx_job.source),
-				 errdetail_internal("%s", msg)));
 	}
-	for (int i = 0; i < PQntuples(res); i++)
-	{
-		SbxExtension *ext = palloc0(sizeof(SbxExtension));
+	PG_END_TRY();
+	return info;
+}
 
-		ext->name = pstrdup(PQgetvalue(res, i, 0));
-		ext->schema = pstrdup(PQgetvalue(res, i, 1));
-		result = lappend(result, ext);
-	}
-	PQclear(res);
-	libpqsrv_disconnect(conn);
-	return result;
+/* Add a sentence to the notes the 'ready' event records. */
+static void
+sbx_note(const char *fmt,...)
+{
+	char		buf[SBX_DETAIL_MAX];
+	va_list		args;
+	size_t		len = strlen(sbx_job.notes);
+
+	va_start(args, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, args);
+	va_end(args);
+	snprintf(sbx_job.notes + len, sizeof(sbx_job.notes) - len, "%s%s",
+			 len > 0 ? "; " : "", buf);
+}
+
+/*
+ * The sandbox database was created with the source's encoding and locale,
+ * as the caller read them; check them against what the source says now.
+ * A difference is an error, unless pgsandbox.locale_fallback allowed it.
+ */
+static void
+sbx_check_locale(const SbxLocale *source)
+{
+	HeapTuple	tup;
+	Form_pg_database db;
+	const char *encoding = GetDatabaseEncodingName();
+	char	   *collate;
+	char	   *ctype;
+	bool		isnull;
+	bool		same;
+	MemoryContext outer = CurrentMemoryContext;
+
+	if (source->encoding[0] == '\0')
+		return;
+	StartTransactionCommand();
+	MemoryContextSwitchTo(outer);	/* the strings outlive the transaction */
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	db = (Form_pg_database) GETSTRUCT(tup);
+	collate = TextDatumGetCString(SysCacheGetAttr(DATABASEOID, tup,
+												  Anum_pg_database_datcollate, &isnull));
+	ctype = TextDatumGetCString(SysCacheGetAttr(DATABASEOID, tup,
+												Anum_pg_database_datctype, &isnull));
+	same = (strcmp(source->encoding, encoding) == 0 &&
+			strcmp(source->collate, collate) == 0 &&
+			strcmp(source->ctype, ctype) == 0 &&
+			source->provider == db->datlocprovider);
+	ReleaseSysCache(tup);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(outer);
+	if (same)
+		return;
+	if (!sbx_job.locale_fallback)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sandbox of source \"%s\" would not have the source's encoding and locale",
+						sbx_job.source),
+				 errdetail("The source has encoding \"%s\" and locale \"%s\"; the sandbox has \"%s\" and \"%s\".",
+						   source->encoding, source->collate, encoding, collate),
+				 errhint("Set pgsandbox.locale_fallback = on to accept the server's default.")));
+	if (strstr(sbx_job.notes, "locale") == NULL)
+		sbx_note("encoding and locale \"%s\", \"%s\" instead of the source's \"%s\", \"%s\" (pgsandbox.locale_fallback)",
+				 encoding, collate, source->encoding, source->collate);
 }
 
 /*
@@ -307,81 +348,9 @@ sbx_stream(char **dump_env, char **restore_env)
 	sbx_nchildren = 0;
 }
 
-/*
- * Does a line of pg_restore --list name an entry that we take care of
- * ourselves?  Lines look like "12; 3079 16385 EXTENSION - hstore ".
- */
-static bool
-sbx_toc_line_skipped(const char *line, List *extensions)
-{
-	const char *p = line;
-	ListCell   *lc;
-
-	/* skip "dumpId; tableoid oid " */
-	if (*p == ';' || *p == '\0')
-		return false;
-	for (int field = 0; field < 3; field++)
-	{
-		p = strchr(p, ' ');
-		if (p == NULL)
-			return false;
-		p++;
-	}
-
-	foreach(lc, extensions)
-	{
-		SbxExtension *ext = lfirst(lc);
-		char	   *patterns[3];
-
-		patterns[0] = psprintf("EXTENSION - %s ", ext->name);
-		patterns[1] = psprintf("COMMENT - EXTENSION %s ", ext->name);
-		patterns[2] = ext->made_schema ? psprintf("SCHEMA - %s ", ext->schema) : NULL;
-		for (int i = 0; i < 3; i++)
-		{
-			if (patterns[i] && strncmp(p, patterns[i], strlen(patterns[i])) == 0)
-				return true;
-		}
-	}
-	return false;
-}
-
-/* Copy a pg_restore list, leaving out the entries we take care of. */
-static void
-sbx_filter_toc(const char *from, const char *to, List *extensions)
-{
-	FILE	   *in;
-	FILE	   *out;
-	char		line[4096];
-
-	in = AllocateFile(from, "r");
-	if (in == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", from)));
-	out = AllocateFile(to, "w");
-	if (out == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", to)));
-	while (fgets(line, sizeof(line), in) != NULL)
-	{
-		if (sbx_toc_line_skipped(line, extensions))
-			continue;
-		fputs(line, out);
-	}
-	if (ferror(in) || FreeFile(in) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": %m", from)));
-	if (FreeFile(out) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", to)));
-}
-
 /* pg_dump to a private archive, filter its contents, pg_restore it */
 static void
-sbx_through_archive(char **dump_env, char **restore_env, List *extensions)
+sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *info)
 {
 	char		parent[MAXPGPATH];
 	char	   *archive;
@@ -423,7 +392,14 @@ sbx_through_archive(char **dump_env, char **restore_env, List *extensions)
 		sbx_run_child("pg_restore", sbx_argv(args), restore_env, fd,
 					  "could not list the contents of the source's archive");
 	}
-	sbx_filter_toc(toc, list, extensions);
+	{
+		StringInfoData left_out;
+
+		initStringInfo(&left_out);
+		sbx_filter_restore_list(toc, list, info, &left_out);
+		if (left_out.len > 0)
+			sbx_note("left out, as only a superuser may own them: %s", left_out.data);
+	}
 
 	sbx_run_child("pg_restore", sbx_restore_argv(list, archive), restore_env, -1,
 				  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
@@ -432,27 +408,69 @@ sbx_through_archive(char **dump_env, char **restore_env, List *extensions)
 	sbx_archive_dir[0] = '\0';
 }
 
+/*
+ * The source database's settings, on the sandbox database; those left out
+ * are named in the notes.
+ */
+static void
+sbx_apply_settings(List *settings)
+{
+	StringInfoData refused;
+
+	if (settings == NIL)
+		return;
+	initStringInfo(&refused);
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: applying database settings");
+	sbx_apply_database_settings(sbx_job.name, settings, &refused);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (refused.len > 0)
+		sbx_note("database settings left out: %s", refused.data);
+}
+
+/* Copy the extensions' configuration rows, over a new source connection. */
+static void
+sbx_restore_config_data(const SbxSourceInfo *info)
+{
+	PGconn	   *conn;
+
+	if (info->config_rels == NIL || sbx_job.schema_only)
+		return;
+	conn = sbx_source_open(sbx_job.source, sbx_job.conninfo, sbx_job.require_password);
+	PG_TRY();
+	{
+		sbx_copy_config_data(conn, sbx_job.source, info->config_rels);
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+}
+
 static void
 sbx_fill_sandbox(void)
 {
-	List	   *extensions;
+	SbxSourceInfo *info;
 	char	  **dump_env;
 	char	  **restore_env;
 
-	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's extensions");
-	extensions = sbx_source_extensions();
-	if (extensions != NIL)
-		sbx_create_extensions(extensions);
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
+	info = sbx_source_read();
+	sbx_check_locale(&info->locale);
+	if (info->extensions != NIL)
+		sbx_create_extensions(info->extensions);
 
 	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
 									 NULL, NULL, NULL);
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.name);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
-	if (extensions == NIL)
+	if (info->extensions == NIL && info->event_triggers == NIL)
 		sbx_stream(dump_env, restore_env);
 	else
-		sbx_through_archive(dump_env, restore_env, extensions);
+		sbx_through_archive(dump_env, restore_env, info);
+	sbx_restore_config_data(info);
+	sbx_apply_settings(info->settings);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -467,6 +485,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 	{
 		job->finished = true;
 		job->ok = ok;
+		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
 		job->sqlerrcode = sqlerrcode;
 		strlcpy(job->message, message ? message : "", sizeof(job->message));
 		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));

@@ -17,7 +17,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "executor/spi.h"
 #include "libpq/crypt.h"
 #include "miscadmin.h"
@@ -31,6 +33,7 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/pg_locale.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -386,6 +389,52 @@ sbx_secure_database(SbxCloneJob *job)
 }
 
 /*
+ * The options of CREATE DATABASE that give the sandbox the source's
+ * encoding and locale.  A locale this server lacks is an error, unless
+ * pgsandbox.locale_fallback lets the sandbox take the server's default,
+ * which job->notes then records.
+ */
+static char *
+sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
+{
+	const SbxLocale *loc = spec->locale;
+	const char *missing = NULL;
+
+	if (loc == NULL || loc->encoding[0] == '\0')
+		return "";
+	if (pg_char_to_encoding(loc->encoding) < 0)
+		missing = loc->encoding;
+	else if (!check_locale(LC_COLLATE, loc->collate, NULL))
+		missing = loc->collate;
+	else if (!check_locale(LC_CTYPE, loc->ctype, NULL))
+		missing = loc->ctype;
+#ifndef USE_ICU
+	else if (loc->provider == COLLPROVIDER_ICU)
+		missing = loc->icu_locale;
+#endif
+	if (missing != NULL)
+	{
+		if (!job->locale_fallback)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("locale \"%s\" of source \"%s\" is not available on this server",
+							missing, spec->source),
+					 errhint("Install the locale, or set pgsandbox.locale_fallback = on to give sandboxes the server's default.")));
+		snprintf(job->notes, sizeof(job->notes),
+				 "the server's default encoding and locale instead of the source's \"%s\", \"%s\", which this server lacks (pgsandbox.locale_fallback)",
+				 loc->encoding, loc->collate);
+		return "";
+	}
+	if (loc->provider == COLLPROVIDER_ICU)
+		return psprintf(" ENCODING %s LC_COLLATE %s LC_CTYPE %s LOCALE_PROVIDER icu ICU_LOCALE %s",
+						quote_literal_cstr(loc->encoding), quote_literal_cstr(loc->collate),
+						quote_literal_cstr(loc->ctype), quote_literal_cstr(loc->icu_locale));
+	return psprintf(" ENCODING %s LC_COLLATE %s LC_CTYPE %s LOCALE_PROVIDER libc",
+					quote_literal_cstr(loc->encoding), quote_literal_cstr(loc->collate),
+					quote_literal_cstr(loc->ctype));
+}
+
+/*
  * Start a clone for 'by': record it, create its role and its database.
  * Fills *job (catalog id, name, password, dboid, conninfo) for the clone
  * worker.  If an error escapes once the row exists, job->sandbox_id is
@@ -395,12 +444,14 @@ void
 sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 {
 	memset(job, 0, sizeof(*job));
+	job->locale_fallback = sbx_locale_fallback;
 	sbx_record_clone(by, spec, job);
 	sbx_create_role(job);
 	/* created closed to connections; from the pristine template */
-	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0"
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
 								  " ALLOW_CONNECTIONS false",
-								  quote_identifier(job->name), quote_identifier(job->name)),
+								  quote_identifier(job->name), quote_identifier(job->name),
+								  sbx_locale_options(spec, job)),
 						 "pgsandbox: creating a sandbox database");
 	sbx_secure_database(job);
 	strlcpy(job->source, spec->source, sizeof(job->source));
@@ -412,7 +463,7 @@ sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
  */
 TimestampTz
 sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
-				double seconds)
+				double seconds, const char *notes)
 {
 	char		idbuf[32];
 	const char *args[2];
@@ -437,7 +488,9 @@ sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
 	args[1] = password;
 	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
-	sbx_log_event(name, "ready", actor, psprintf("cloned in %.1f s", seconds));
+	sbx_log_event(name, "ready", actor,
+				  notes && notes[0] ? psprintf("cloned in %.1f s; %s", seconds, notes)
+				  : psprintf("cloned in %.1f s", seconds));
 	sbx_xact_commit();
 	return expires_at;
 }

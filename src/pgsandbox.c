@@ -38,6 +38,7 @@ int			sbx_port = 0;
 char	   *sbx_bin_dir = NULL;
 int			sbx_max_sandboxes = 100;
 int			sbx_max_sandboxes_per_owner = 10;
+bool		sbx_locale_fallback = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -129,6 +130,15 @@ _PG_init(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pgsandbox.locale_fallback",
+							 "Lets a sandbox take the server's default encoding and locale when the source's are not available.",
+							 "When off, such a clone fails. When on, the sandbox's ready event records the difference.",
+							 &sbx_locale_fallback,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * Only while preloading may a PGC_POSTMASTER setting be defined; loaded

@@ -15,15 +15,19 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_clone);
@@ -126,6 +130,53 @@ sbx_check_source(const SbxRequest *req)
 }
 
 /*
+ * Read the source database's encoding and locale into *locale, for the
+ * worker to create the sandbox database with.  If the source cannot be
+ * read now, *locale stays empty: the clone worker then meets the same
+ * trouble and the clone fails with a failed row that says why (or, if the
+ * source is back by then, it checks the locale itself).
+ */
+static void
+sbx_probe_source_locale(const char *source, SbxLocale *locale)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	PGconn	   *volatile conn = NULL;
+
+	memset(locale, 0, sizeof(*locale));
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		conn = sbx_source_connect(source);
+		sbx_read_source_locale(conn, source, locale);
+		libpqsrv_disconnect(conn);
+		conn = NULL;
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		if (conn != NULL)
+			libpqsrv_disconnect(conn);
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		memset(locale, 0, sizeof(*locale));
+		/* a cancel of the caller is not the source's trouble */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
  * clone(source text, schema_only boolean, ttl interval, labels jsonb)
  *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
  */
@@ -176,6 +227,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		sbx_report_source_denied(source, req.caller_is_admin);
 	strlcpy(req.source, source, sizeof(req.source));
 	sbx_check_source(&req);
+	sbx_probe_source_locale(req.source, &req.locale);
 
 	sbx_run_request(&req, &result);
 

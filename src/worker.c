@@ -262,7 +262,7 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 	PG_TRY();
 	{
 		outcome.expires_at = sbx_clone_ready(job->sandbox_id, job->password,
-											 sbx_jobs[j].actor, secs);
+											 sbx_jobs[j].actor, secs, job->notes);
 		strlcpy(outcome.result_name, job->name, sizeof(outcome.result_name));
 		memcpy(outcome.password, job->password, sizeof(outcome.password));
 		if (job->request < 0 ||
@@ -503,7 +503,8 @@ sbx_serve_requests(bool ready, int running)
 		else if (req.kind == SBX_REQ_CLONE)
 		{
 			SbxActor	by = {req.caller, req.caller_is_admin, req.actor};
-			SbxCloneSpec spec = {req.source, req.schema_only, req.ttl_secs, req.labels};
+			SbxCloneSpec spec = {req.source, req.schema_only, req.ttl_secs, req.labels,
+			&req.locale};
 
 			sbx_clone_start(j, slot, req.serial, &by, &spec);
 			if (sbx_jobs[j].handle != NULL)

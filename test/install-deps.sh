@@ -9,7 +9,7 @@ set -euo pipefail
 # orafce) come from Debian too.
 pkgs=(postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
 	  libpq-dev libkrb5-dev libipc-run-perl make gcc
-	  postgresql-15-postgis-3 postgresql-15-partman postgresql-15-orafce)
+	  postgresql-15-postgis-3 postgresql-15-partman postgresql-15-orafce locales)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

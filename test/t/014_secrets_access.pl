@@ -72,12 +72,11 @@ CREATE DATABASE evt;
 $node->safe_psql('big',
 	    'CREATE TABLE big (id int, payload text);'
 	  . ' INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 1000000) g;');
-# an event trigger: pg_restore, run as the sandbox role, must fail on it
+# an operator family: pg_restore, run as the sandbox role, must fail on it
 $node->safe_psql(
 	'evt', q{
 CREATE TABLE t (id int);
-CREATE FUNCTION evt_fn() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN END $$;
-CREATE EVENT TRIGGER evt_trg ON ddl_command_end EXECUTE FUNCTION evt_fn();
+CREATE OPERATOR FAMILY evt_fam USING btree;
 });
 quiet_psql("SELECT pgsandbox.add_source('sec', 'dbname=big user=srcuser password=$source_pw', true)");
 quiet_psql("SELECT pgsandbox.add_source('evt', 'dbname=evt user=srcuser password=$source_pw')");
@@ -148,7 +147,7 @@ for my $case ([ 'wrong', qr/password authentication failed/ ],
 	like($err, $re, "alice's clone of '$source' fails, saying why");
 	push @errors, $err;
 }
-like($errors[2], qr/event trigger/, 'the pg_restore failure quotes the tool\'s message');
+like($errors[2], qr/operator family/, 'the pg_restore failure quotes the tool\'s message');
 is(sandbox_leftovers($node), '1|1', 'the failed clones left no database or role');
 
 ($ret, $out, $err) = $node->psql('postgres',
