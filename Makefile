@@ -10,7 +10,7 @@ PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -Wno-clobbered $(if $(WERROR),-Werror)
 SHLIB_LINK_INTERNAL = $(libpq)
 
-REGRESS = setup sources clone_errors clone access agent
+REGRESS = setup sources clone_errors clone access agent schema_diff
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
@@ -21,3 +21,10 @@ include $(PGXS)
 
 # PGXS knows nothing of our header: every object depends on it.
 $(OBJS): include/pgsandbox.h
+
+# describe_schema()'s catalog query is kept as SQL and compiled in as a C
+# string (the leading comment lines dropped).
+src/describe_query.h: src/describe_query.sql
+	sed -e '/^--/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+src/describe.o src/describe.bc: src/describe_query.h
+EXTRA_CLEAN = src/describe_query.h

@@ -312,6 +312,18 @@ COMMENT ON FUNCTION pgsandbox.describe_schema(text) IS
  * only in the sandbox (added), only in the source (dropped), and in both
  * but different (changed; for tables, column by column).
  */
+CREATE FUNCTION pgsandbox._added(before jsonb, after jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT jsonb_agg(x ORDER BY x) FROM (
+		SELECT jsonb_array_elements_text(COALESCE($2, '[]')) EXCEPT
+		SELECT jsonb_array_elements_text(COALESCE($1, '[]'))) AS t(x)
+$$;
+COMMENT ON FUNCTION pgsandbox._added(jsonb, jsonb) IS
+	'Internal: the strings of one JSON array that the other lacks';
+
 CREATE FUNCTION pgsandbox._schema_diff(source jsonb, sandbox jsonb)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE STRICT
@@ -320,6 +332,8 @@ AS $$
 WITH kinds(list, kind) AS (
 	VALUES ('schemas', 'schema'), ('tables', 'table'), ('views', 'view'),
 		   ('sequences', 'sequence'), ('functions', 'function'),
+		   ('types', 'type'), ('collations', 'collation'), ('operators', 'operator'),
+		   ('casts', 'cast'), ('text_search_configurations', 'text search configuration'),
 		   ('extensions', 'extension')
 ), objects AS (
 	SELECT k.kind, s.side,
@@ -351,35 +365,38 @@ WITH kinds(list, kind) AS (
 							  JOIN jsonb_array_elements(COALESCE(p.after->'columns', '[]')) d
 								ON d->>'name' = c->>'name'
 							 WHERE c <> d),
-		'constraints_added', (SELECT jsonb_agg(x ORDER BY x) FROM (
-			SELECT jsonb_array_elements_text(COALESCE(p.after->'constraints', '[]')) EXCEPT
-			SELECT jsonb_array_elements_text(COALESCE(p.before->'constraints', '[]'))) AS t(x)),
-		'constraints_dropped', (SELECT jsonb_agg(x ORDER BY x) FROM (
-			SELECT jsonb_array_elements_text(COALESCE(p.before->'constraints', '[]')) EXCEPT
-			SELECT jsonb_array_elements_text(COALESCE(p.after->'constraints', '[]'))) AS t(x)),
-		'indexes_added', (SELECT jsonb_agg(x ORDER BY x) FROM (
-			SELECT jsonb_array_elements_text(COALESCE(p.after->'indexes', '[]')) EXCEPT
-			SELECT jsonb_array_elements_text(COALESCE(p.before->'indexes', '[]'))) AS t(x)),
-		'indexes_dropped', (SELECT jsonb_agg(x ORDER BY x) FROM (
-			SELECT jsonb_array_elements_text(COALESCE(p.before->'indexes', '[]')) EXCEPT
-			SELECT jsonb_array_elements_text(COALESCE(p.after->'indexes', '[]'))) AS t(x)),
-		'comment_before', CASE WHEN p.before->'comment' IS DISTINCT FROM p.after->'comment'
-							   THEN p.before->'comment' END,
-		'comment_after', CASE WHEN p.before->'comment' IS DISTINCT FROM p.after->'comment'
-							  THEN p.after->'comment' END,
-		'kind_before', CASE WHEN p.before->'kind' IS DISTINCT FROM p.after->'kind'
-							THEN COALESCE(p.before->'kind', '"table"') END,
-		'kind_after', CASE WHEN p.before->'kind' IS DISTINCT FROM p.after->'kind'
-						   THEN COALESCE(p.after->'kind', '"table"') END)) AS change
+		'constraints_added', pgsandbox._added(p.before->'constraints', p.after->'constraints'),
+		'constraints_dropped', pgsandbox._added(p.after->'constraints', p.before->'constraints'),
+		'indexes_added', pgsandbox._added(p.before->'indexes', p.after->'indexes'),
+		'indexes_dropped', pgsandbox._added(p.after->'indexes', p.before->'indexes'),
+		'triggers_added', pgsandbox._added(p.before->'triggers', p.after->'triggers'),
+		'triggers_dropped', pgsandbox._added(p.after->'triggers', p.before->'triggers'),
+		'policies_added', pgsandbox._added(p.before->'policies', p.after->'policies'),
+		'policies_dropped', pgsandbox._added(p.after->'policies', p.before->'policies'),
+		'rules_added', pgsandbox._added(p.before->'rules', p.after->'rules'),
+		'rules_dropped', pgsandbox._added(p.after->'rules', p.before->'rules')))
+		-- properties of the table itself: <property>_before and _after
+		|| COALESCE((SELECT jsonb_object_agg(x.key, x.value) FROM (
+				SELECT f || side.suffix AS key,
+					   CASE WHEN f = 'kind' THEN COALESCE(side.doc->f, '"table"') ELSE side.doc->f END AS value
+				  FROM unnest(ARRAY['kind', 'comment', 'row_security', 'replica_identity',
+									'partition_key', 'partition_of']) f
+				 CROSS JOIN (VALUES ('_before', p.before), ('_after', p.after)) AS side(suffix, doc)
+				 WHERE p.before->f IS DISTINCT FROM p.after->f) x
+			 WHERE x.value IS NOT NULL), '{}') AS change
 	  FROM pairs p
 	 WHERE p.kind = 'table' AND p.before IS NOT NULL AND p.after IS NOT NULL
 	   AND p.before <> p.after
 )
 SELECT jsonb_build_object(
-	'added', COALESCE((SELECT jsonb_agg(jsonb_build_object('kind', kind, 'name', name)
+	'added', COALESCE((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+										'kind', kind, 'name', name,
+										'definition', CASE jsonb_typeof(after) WHEN 'object' THEN after->'definition' END))
 										ORDER BY kind, name)
 						 FROM pairs WHERE before IS NULL), '[]'),
-	'dropped', COALESCE((SELECT jsonb_agg(jsonb_build_object('kind', kind, 'name', name)
+	'dropped', COALESCE((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+										  'kind', kind, 'name', name,
+										  'definition', CASE jsonb_typeof(before) WHEN 'object' THEN before->'definition' END))
 										  ORDER BY kind, name)
 						   FROM pairs WHERE after IS NULL), '[]'),
 	'changed', COALESCE((SELECT jsonb_agg(c.change ORDER BY c.kind, c.name) FROM (
@@ -403,6 +420,7 @@ COMMENT ON FUNCTION pgsandbox.schema_diff(text) IS
 	'What differs between a sandbox''s schema and its source''s: objects added, dropped and changed';
 
 REVOKE ALL ON FUNCTION
+	pgsandbox._added(jsonb, jsonb),
 	pgsandbox._schema_diff(jsonb, jsonb),
 	pgsandbox.run_sql(text, text, integer, boolean, interval),
 	pgsandbox.describe_schema(text),
