@@ -43,35 +43,12 @@ for v in CONCURRENT CYCLES SAMPLE SOAK_PORT; do
 done
 trap 'echo "soak.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
-if [ "$(id -u)" = 0 ]; then
-	bash "$repo/test/install-deps.sh"
-fi
-if [ "$SKIP_BUILD" != 1 ]; then
-	make -C "$repo" -s
-	if [ "$(id -u)" = 0 ]; then make -C "$repo" -s install; else sudo make -C "$repo" -s install; fi
-fi
-
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
+CLUSTER_NAME=soak
+CLUSTER_PORT=$SOAK_PORT
+. "$repo/bench/throwaway_cluster.sh"
 out=$OUTDIR/soak.txt
-tmp=$(mktemp -d /tmp/pgsandbox-soak.XXXXXX)
-data=$tmp/data
-sock=$tmp/sock
-started=0
 failures=0
-mkdir "$sock"
-[ "$(id -u)" != 0 ] || chown -R postgres: "$tmp"
-chmod 700 "$tmp"
-cd "$tmp"
 
-as_pg() {
-	local env=(env PGHOST="$sock" PGPORT="$SOAK_PORT" PGUSER=postgres
-			   PGDATABASE=postgres PATH="$PGBIN:$PATH")
-	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "${env[@]}" "$@"; else "${env[@]}" "$@"; fi
-}
-q() {
-	as_pg psql -X -q -v ON_ERROR_STOP=1 -A -t -c "$1"
-}
 say() {
 	echo "$*" | tee -a "$out"
 }
@@ -85,27 +62,7 @@ check() {
 	fi
 }
 
-cleanup() {
-	local rc=$?
-	trap - ERR
-	set +e
-	[ -f "$tmp/server.log" ] && cp "$tmp/server.log" "$OUTDIR/soak-server.log"
-	[ $started = 0 ] || as_pg pg_ctl -D "$data" -m immediate -w stop >/dev/null
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-as_pg initdb -D "$data" -U postgres -A trust -E UTF8 --no-locale --no-sync >/dev/null
-cat >"$data/pg_hba.conf" <<EOF
-local all postgres trust
-local all all scram-sha-256
-EOF
-cat >>"$data/postgresql.conf" <<EOF
-port = $SOAK_PORT
-listen_addresses = ''
-unix_socket_directories = '$sock'
-shared_preload_libraries = 'pgsandbox'
+cluster_start <<EOF
 max_connections = 100
 max_worker_processes = 16
 pgsandbox.max_concurrent_clones = 2
@@ -114,9 +71,6 @@ pgsandbox.max_sandboxes_per_owner = 200
 pgsandbox.gc_interval = 3600
 restart_after_crash = on
 EOF
-started=1
-as_pg pg_ctl -D "$data" -l "$tmp/server.log" -w start >/dev/null
-q "CREATE EXTENSION pgsandbox" >/dev/null
 q "CREATE DATABASE shop" >/dev/null
 as_pg psql -X -q -d shop -c "CREATE TABLE item (id int PRIMARY KEY, name text);
 	INSERT INTO item SELECT g, md5(g::text) FROM generate_series(1, 10000) g" >/dev/null

@@ -263,6 +263,8 @@ extern void sbx_harden_session(void);
 typedef struct pg_conn PGconn;
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
 extern PGconn *sbx_source_connect(const char *source);
+typedef struct pg_result PGresult;
+extern char *sbx_remote_error(PGconn *conn, const PGresult *res);
 extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);
 
 /* connecting to sources (source_conn.c) */

@@ -111,10 +111,9 @@ sbx_check_source_result(PGconn *conn, PGresult *res, ExecStatusType expect,
 {
 	if (PQresultStatus(res) != expect)
 	{
-		char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+		char	   *msg = sbx_remote_error(conn, res);
 
 		PQclear(res);
-		msg[strcspn(msg, "\n")] = '\0';
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not read configuration table \"%s.%s\" of source \"%s\"",

@@ -22,7 +22,9 @@
 #include "fmgr.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
 #include "pgsandbox.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -34,41 +36,129 @@ static const char sbx_describe_query[] =
 #include "describe_query.h"
 ;
 
-/* The description of the database conn is connected to. */
-static char *
-sbx_describe_remote(PGconn *conn, const char *what)
+/*
+ * Send the description query on a connection, after making the session
+ * see only the system's operators and functions, whatever the database
+ * says.
+ */
+static void
+sbx_describe_send(PGconn *conn, const char *what)
 {
-	/* only the system's operators and functions, whatever the database says */
 	(void) sbx_remote_value(conn,
 							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
 							what);
-	return sbx_remote_value(conn, sbx_describe_query, what);
+	if (!PQsendQuery(conn, sbx_describe_query))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not read %s", what),
+				 errdetail_internal("%s", pchomp(PQerrorMessage(conn)))));
 }
 
-/* Describe the database of a connection, and close it whatever happens. */
-static char *
-sbx_describe_and_close(PGconn *conn, const char *what)
+/*
+ * The descriptions of the databases of n connections, read at once, so that
+ * schema_diff() waits for the slower side only.  Interrupts are served
+ * while waiting.
+ */
+static void
+sbx_describe_all(PGconn **conns, const char **whats, char **jsons, int n)
 {
-	char	   *volatile json = NULL;
+	PGresult   *results[2] = {NULL, NULL};
+	bool		done[2] = {false, false};
+	int			left = n;
 
+	Assert(n <= 2);
+	for (int i = 0; i < n; i++)
+		sbx_describe_send(conns[i], whats[i]);
+
+	while (left > 0)
+	{
+		for (int i = 0; i < n; i++)
+		{
+			PGresult   *res;
+
+			if (done[i] || PQisBusy(conns[i]))
+				continue;
+			/* the query's one result, then the end of results */
+			while ((res = PQgetResult(conns[i])) != NULL)
+			{
+				if (results[i] == NULL)
+					results[i] = res;
+				else
+					PQclear(res);
+			}
+			done[i] = true;
+			left--;
+		}
+		if (left == 0)
+			break;
+
+		/* wait for the first connection still busy, with a short timeout */
+		for (int i = 0; i < n; i++)
+		{
+			int			rc;
+
+			if (done[i])
+				continue;
+			rc = WaitLatchOrSocket(MyLatch,
+								   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+								   WL_EXIT_ON_PM_DEATH,
+								   PQsocket(conns[i]), 10L, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			break;
+		}
+		for (int i = 0; i < n; i++)
+		{
+			if (!done[i] && PQconsumeInput(conns[i]) == 0)
+			{
+				/* broken: let PQgetResult report it */
+				continue;
+			}
+		}
+	}
+
+	for (int i = 0; i < n; i++)
+	{
+		PGresult   *res = results[i];
+
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		{
+			char	   *msg = sbx_remote_error(conns[i], res);
+
+			for (int k = 0; k < n; k++)
+				PQclear(results[k]);
+			ereport(ERROR,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("could not read %s", whats[i]),
+					 errdetail_internal("%s", msg)));
+		}
+		jsons[i] = pstrdup(PQgetvalue(res, 0, 0));
+	}
+	for (int i = 0; i < n; i++)
+		PQclear(results[i]);
+}
+
+/*
+ * Describe the databases of the given connections, and close them whatever
+ * happens.
+ */
+static void
+sbx_describe_and_close(PGconn **conns, const char **whats, char **jsons, int n)
+{
 	PG_TRY();
 	{
-		json = sbx_describe_remote(conn, what);
+		sbx_describe_all(conns, whats, jsons, n);
 	}
 	PG_FINALLY();
 	{
-		libpqsrv_disconnect(conn);
+		for (int i = 0; i < n; i++)
+		{
+			if (conns[i] != NULL)
+				libpqsrv_disconnect(conns[i]);
+		}
 	}
 	PG_END_TRY();
-	return json;
-}
-
-static char *
-sbx_describe_sandbox(const char *name, char **source)
-{
-	PGconn	   *conn = sbx_sandbox_connect(name, source);
-
-	return sbx_describe_and_close(conn, psprintf("the schema of sandbox \"%s\"", name));
 }
 
 /*
@@ -77,14 +167,20 @@ sbx_describe_sandbox(const char *name, char **source)
 Datum
 pgsandbox_describe_schema(PG_FUNCTION_ARGS)
 {
+	char	   *name;
 	char	   *source;
 	char	   *json;
+	PGconn	   *conns[1];
+	const char *whats[1];
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("sandbox name must not be null")));
-	json = sbx_describe_sandbox(text_to_cstring(PG_GETARG_TEXT_PP(0)), &source);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	conns[0] = sbx_sandbox_connect(name, &source);
+	whats[0] = psprintf("the schema of sandbox \"%s\"", name);
+	sbx_describe_and_close(conns, whats, &json, 1);
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 }
 
@@ -96,8 +192,9 @@ pgsandbox_schema_diff(PG_FUNCTION_ARGS)
 {
 	char	   *name;
 	char	   *source;
-	char	   *sandbox_json;
-	char	   *source_json;
+	PGconn	   *conns[2];
+	const char *whats[2];
+	char	   *jsons[2];
 	Oid			argtypes[2] = {JSONBOID, JSONBOID};
 	Datum		values[2];
 	bool		isnull;
@@ -108,12 +205,24 @@ pgsandbox_schema_diff(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("sandbox name must not be null")));
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	sandbox_json = sbx_describe_sandbox(name, &source);
-	source_json = sbx_describe_and_close(sbx_source_connect(source),
-										 psprintf("the schema of source \"%s\"", source));
+	conns[0] = sbx_sandbox_connect(name, &source);
+	conns[1] = NULL;
+	whats[0] = psprintf("the schema of sandbox \"%s\"", name);
+	whats[1] = psprintf("the schema of source \"%s\"", source);
+	PG_TRY();
+	{
+		conns[1] = sbx_source_connect(source);
+	}
+	PG_CATCH();
+	{
+		libpqsrv_disconnect(conns[0]);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	sbx_describe_and_close(conns, whats, jsons, 2);
 
-	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(source_json));
-	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(sandbox_json));
+	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(jsons[1]));
+	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(jsons[0]));
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT pgsandbox._schema_diff($1, $2)", 2, argtypes,
 							  values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)

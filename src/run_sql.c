@@ -67,10 +67,9 @@ sbx_remote_command(PGconn *conn, const char *sql)
 
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
-		char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+		char	   *msg = sbx_remote_error(conn, res);
 
 		PQclear(res);
-		msg[strcspn(msg, "\n")] = '\0';
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("could not prepare the sandbox session"),

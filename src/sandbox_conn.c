@@ -158,6 +158,19 @@ sbx_source_connect(const char *source)
 }
 
 /*
+ * The first line of the error of a remote command: its result's, or the
+ * connection's when there is no result.
+ */
+char *
+sbx_remote_error(PGconn *conn, const PGresult *res)
+{
+	char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+
+	msg[strcspn(msg, "\n")] = '\0';
+	return msg;
+}
+
+/*
  * Run one query that returns one row with one column, and return that
  * value; raise the server's error otherwise.
  */
@@ -169,10 +182,9 @@ sbx_remote_value(PGconn *conn, const char *query, const char *what)
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
-		char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+		char	   *msg = sbx_remote_error(conn, res);
 
 		PQclear(res);
-		msg[strcspn(msg, "\n")] = '\0';
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("could not read %s", what),

@@ -31,10 +31,9 @@ sbx_source_query(PGconn *conn, const char *source, const char *query,
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		char	   *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+		char	   *msg = sbx_remote_error(conn, res);
 
 		PQclear(res);
-		msg[strcspn(msg, "\n")] = '\0';
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not read the %s of source \"%s\"", what, source),

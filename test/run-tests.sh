@@ -32,6 +32,15 @@ work=$(mktemp -d /tmp/pgsandbox-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 tar -C "$src" --exclude=.git --exclude=node_modules --exclude='tmp_check*' -cf - . | tar -C "$work" -xf -
 
+# The pagila sample database is not part of pgsandbox; when the checkout sits
+# beside it, test/t/020_pagila.pl clones it (and is skipped otherwise).
+pagila=$src/../shared/data/pagila
+if [ -r "$pagila/pagila-schema.sql" ] && [ -r "$pagila/pagila-data.sql" ]; then
+	mkdir "$work/pagila"
+	cp "$pagila/pagila-schema.sql" "$pagila/pagila-data.sql" "$work/pagila/"
+	export PGSANDBOX_PAGILA_DIR=$work/pagila
+fi
+
 # The MCP end-to-end test drives a real MCP server: install the exact
 # versions the lockfile names.
 (cd "$work/test/mcp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)

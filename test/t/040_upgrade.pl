@@ -97,20 +97,7 @@ $fresh->stop;
 
 foreach my $from (@earlier)
 {
-	my $node = PostgreSQL::Test::Cluster->new("from_$from");
-	my $su = superuser_name();
-	$node->init;
-	$node->append_conf('postgresql.conf',
-		    "shared_preload_libraries = 'pgsandbox'\n"
-		  . "max_worker_processes = 16\n"
-		  . "password_encryption = 'scram-sha-256'\n"
-		  . "pgsandbox.gc_interval = 3600\n");
-	open my $hba, '>', $node->data_dir . '/pg_hba.conf' or die $!;
-	print $hba "local all $su trust\nlocal all all scram-sha-256\n";
-	close $hba;
-	$node->start;
-
-	$node->safe_psql('postgres', "CREATE EXTENSION pgsandbox VERSION '$from'");
+	my $node = sandbox_node("from_$from", "pgsandbox.gc_interval = 3600\n", $from);
 	$node->safe_psql('postgres', q{
 CREATE DATABASE shop;
 CREATE ROLE dev LOGIN PASSWORD 'dev-pw-40' IN ROLE pgsandbox_user;

@@ -35,10 +35,11 @@ sub superuser_name
 }
 
 # A started node with pgsandbox preloaded and installed in "postgres".
-# $conf is appended to postgresql.conf.
+# $conf is appended to postgresql.conf; $version, if given, is the version
+# of the extension to install instead of the default one.
 sub sandbox_node
 {
-	my ($name, $conf) = @_;
+	my ($name, $conf, $version) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	my $su = superuser_name();
 
@@ -59,7 +60,8 @@ sub sandbox_node
 	close $hba;
 
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION pgsandbox');
+	$node->safe_psql('postgres',
+		'CREATE EXTENSION pgsandbox' . (defined $version ? " VERSION '$version'" : ''));
 	return $node;
 }
 
