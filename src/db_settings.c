@@ -37,6 +37,10 @@ sbx_setting_is_user_level(const char *name)
 	bool		user_level;
 	char	   *context;
 
+	/* these name roles of the source, which the sandbox does not have */
+	if (pg_strcasecmp(name, "role") == 0 ||
+		pg_strcasecmp(name, "session_authorization") == 0)
+		return false;
 	if (SPI_execute_with_args("SELECT context FROM pg_catalog.pg_settings WHERE name = $1",
 							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up setting \"%s\"", name);
