@@ -2,22 +2,25 @@
  *
  * clone_worker.c
  *	  A dynamic background worker that fills one new sandbox: it reads the
- *	  source's extensions, creates them in the sandbox as superuser, then
- *	  runs pg_dump of the source into pg_restore connected as the sandbox's
- *	  own role.
+ *	  source's catalog, creates the source's extensions in the sandbox as
+ *	  superuser, runs pg_dump of the source into pg_restore connected as the
+ *	  sandbox's own role, then copies the extensions' configuration rows and
+ *	  sets the source database's settings.
  *
  * The worker is connected to the sandbox database as the bootstrap
- * superuser, which it needs only for CREATE EXTENSION (an untrusted
- * extension such as postgres_fdw cannot be created by the sandbox role).
- * Everything the archive holds is restored by pg_restore logged in as the
- * sandbox role, so every restored object belongs to it.
+ * superuser, which it needs only for what the sandbox role may not do: CREATE
+ * EXTENSION (an untrusted extension such as postgres_fdw cannot be created
+ * by the sandbox role), writing the extensions' configuration tables
+ * (config_data.c) and ALTER DATABASE ... SET (db_settings.c).  Everything
+ * the archive holds is restored by pg_restore logged in as the sandbox role,
+ * so every restored object belongs to it.
  *
- * Without extensions to take care of, pg_dump streams into pg_restore
- * through a pipe.  With them, the archive goes to a private directory so
- * that its table of contents can be filtered: the archive's CREATE
- * EXTENSION and COMMENT ON EXTENSION entries (the role does not own the
- * extensions) and the schemas made for them are left out.  The directory
- * is removed whatever happens.
+ * Without extensions or event triggers to take care of, pg_dump streams
+ * into pg_restore through a pipe.  Otherwise the archive goes
+ * to a private directory so that its table of contents can be filtered
+ * (restore_list.c); the directory is removed whatever happens.  What is left
+ * out or changed on the way is collected in the job's notes, which the
+ * 'ready' event records.
  *
  * The worker reports its outcome in its clone job and exits; the lifecycle
  * worker does the rest.  On SIGTERM it kills its children on the way out.
