@@ -9,9 +9,11 @@
  * sandbox role has left some behind (possible where max_prepared_transactions
  * is above zero), the lifecycle worker starts a short-lived "pgsandbox
  * janitor" worker connected to the sandbox database, which rolls every one
- * of them back.  The worker does not wait for it: the drop request is
- * set aside and served again once the janitor has stopped, and other
- * callers are served meanwhile.
+ * of them back.  A drop asked for by a caller, or by the reaper, does not
+ * wait for it: the request is set aside and served again once the janitor
+ * has stopped (an expired sandbox is taken up again by the next round of
+ * the reaper), and other callers are served meanwhile.  Only the worker's
+ * own clean-ups wait, in a loop that keeps the wake-ups of callers.
  *
  *-------------------------------------------------------------------------
  */
