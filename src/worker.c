@@ -542,6 +542,7 @@ sbx_reap_step(void)
 	{
 		List	   *names = NIL;
 		ListCell   *lc;
+		MemoryContext old;
 
 		PG_TRY();
 		{
@@ -556,9 +557,11 @@ sbx_reap_step(void)
 					 errdetail_internal("%s", edata->message)));
 		}
 		PG_END_TRY();
+		/* the round outlives this pass of the loop */
+		old = MemoryContextSwitchTo(sbx_worker_cxt);
 		foreach(lc, names)
-			sbx_reap_todo = lappend(sbx_reap_todo,
-									MemoryContextStrdup(sbx_worker_cxt, lfirst(lc)));
+			sbx_reap_todo = lappend(sbx_reap_todo, pstrdup(lfirst(lc)));
+		MemoryContextSwitchTo(old);
 		if (sbx_reap_todo == NIL)
 			return false;
 	}
@@ -697,6 +700,7 @@ sbx_forget_previous_run(void)
 	char		path[MAXPGPATH];
 	List	   *ids = NIL;
 	ListCell   *lc;
+	MemoryContext old;
 
 	sbx_queue_fail_running("the pgsandbox worker restarted while serving this request");
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
@@ -721,9 +725,10 @@ sbx_forget_previous_run(void)
 				 errdetail_internal("%s", edata->message)));
 	}
 	PG_END_TRY();
+	old = MemoryContextSwitchTo(sbx_worker_cxt);
 	foreach(lc, ids)
-		sbx_reconcile_ids = lappend(sbx_reconcile_ids,
-									MemoryContextStrdup(sbx_worker_cxt, lfirst(lc)));
+		sbx_reconcile_ids = lappend(sbx_reconcile_ids, pstrdup(lfirst(lc)));
+	MemoryContextSwitchTo(old);
 	/* the first round at once, before any clone starts */
 	if (sbx_reconcile_ids != NIL)
 		(void) sbx_reconcile_step();

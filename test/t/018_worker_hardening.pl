@@ -12,7 +12,8 @@
 #     log after kill -9 of the idle worker names no stale activity;
 # (e) reconciliation at start goes row by row: a sandbox that cannot be
 #     cleaned up is logged and retried later, while the next one is
-#     finished at once, and the first is finished once it can be.
+#     finished at once, and the first is finished once it can be;
+# (f) the reaper drops many expired sandboxes, one a pass.
 
 use strict;
 use warnings FATAL => 'all';
@@ -156,6 +157,27 @@ is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_roles WHERE rolname = 
 is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM pgsandbox.event WHERE sandbox = '$a' AND action = 'cleanup'"),
 	'1', '(e) the event log records the clean-up');
+
+# ---------------------------------------------------------------------------
+# (f) the reaper drops many expired sandboxes, one a pass, over several
+#     passes of the loop
+# ---------------------------------------------------------------------------
+
+$node->safe_psql('postgres', 'ALTER SYSTEM SET pgsandbox.gc_interval = 1; SELECT pg_reload_conf()');
+my @short = map {
+	$node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small', ttl => '1 second')")
+} 1 .. 6;
+my $list = join(', ', map { "'$_'" } @short);
+is( poll_value(
+		$node, "SELECT count(*) FROM pgsandbox.sandbox WHERE name IN ($list) AND status = 'dropped'",
+		'6', 60),
+	'6', '(f) six sandboxes that expired together are all dropped by the reaper');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pgsandbox.event WHERE sandbox IN ($list) AND action = 'expire'"),
+	'6', '(f) each with its expire event');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_database WHERE datname IN ($list)"),
+	'0', '(f) and its database');
 
 # the worker still clones
 is(status_of($node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('small')")),
