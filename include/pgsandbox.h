@@ -29,6 +29,7 @@
 #define SBX_PASSWORD_LEN		32		/* characters of a sandbox password */
 #define SBX_MESSAGE_MAX			256
 #define SBX_DETAIL_MAX			1024
+#define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
@@ -49,11 +50,20 @@ extern char *sbx_bin_dir;
 extern int	sbx_max_sandboxes;
 extern int	sbx_max_sandboxes_per_owner;
 extern bool sbx_locale_fallback;
+extern int	sbx_copy_strategy;
+
+typedef enum SbxCopyStrategy
+{
+	SBX_COPY_WAL_LOG,
+	SBX_COPY_FILE_COPY
+} SbxCopyStrategy;
 
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
 							const char *argname);
 extern void sbx_check_database(void);
+extern bool sbx_catalog_has_kinds(void);
+extern const char *sbx_if_kinds(const char *fragment);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);
@@ -77,8 +87,43 @@ typedef enum SbxRequestKind
 {
 	SBX_REQ_CLONE,
 	SBX_REQ_DROP,
-	SBX_REQ_EXTEND
+	SBX_REQ_EXTEND,
+	SBX_REQ_SNAPSHOT,			/* take a snapshot now, waiting for it */
+	SBX_REQ_DROP_SNAPSHOT,
+	SBX_REQ_SCHEDULE,			/* set or clear a snapshot schedule */
+	SBX_REQ_SET_POOL
 } SbxRequestKind;
+
+/* requests that need a clone job */
+#define SBX_REQ_NEEDS_JOB(kind) ((kind) == SBX_REQ_CLONE || (kind) == SBX_REQ_SNAPSHOT)
+
+/*
+ * What a row of the sandbox table is (its kind column), and so what a clone
+ * job makes: a sandbox for a caller, a snapshot of a source that later
+ * clones copy, or a pool member waiting to be handed out.
+ */
+typedef enum SbxCopyKind
+{
+	SBX_KIND_SANDBOX,
+	SBX_KIND_SNAPSHOT,
+	SBX_KIND_POOL
+} SbxCopyKind;
+
+extern const char *const sbx_kind_names[];	/* "sandbox", "snapshot", "pool" */
+
+/* How far a clone job has come, for the progress view. */
+typedef enum SbxPhase
+{
+	SBX_PHASE_QUEUED,
+	SBX_PHASE_CREATING,			/* role and database */
+	SBX_PHASE_COPYING,			/* CREATE DATABASE ... TEMPLATE snapshot */
+	SBX_PHASE_EXTENSIONS,
+	SBX_PHASE_DUMPING,			/* pg_dump to an archive */
+	SBX_PHASE_RESTORING,		/* pg_restore (with pg_dump, when streaming) */
+	SBX_PHASE_FINISHING			/* configuration rows, settings, ownership */
+} SbxPhase;
+
+extern const char *const sbx_phase_names[];
 
 typedef enum SbxSlotState
 {
@@ -101,9 +146,13 @@ typedef struct SbxRequest
 
 	/* arguments */
 	char		name[NAMEDATALEN];	/* DROP, EXTEND */
-	char		source[NAMEDATALEN];	/* CLONE */
-	bool		schema_only;	/* CLONE */
+	char		source[NAMEDATALEN];	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
+	bool		schema_only;	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
 	bool		only_if_expired;	/* DROP on behalf of gc() */
+	bool		fresh;			/* CLONE: dump the live source */
+	bool		both_kinds;		/* DROP_SNAPSHOT: schema-only and data */
+	char		schedule[SBX_SCHEDULE_MAX]; /* SCHEDULE; "" unschedules */
+	int			pool_size;		/* SET_POOL */
 	int64		ttl_secs;		/* CLONE, EXTEND */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
 	SbxLocale	locale;			/* CLONE: the source's, if known */
@@ -116,6 +165,8 @@ typedef struct SbxRequest
 	char		result_name[NAMEDATALEN];	/* CLONE */
 	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
 	TimestampTz expires_at;		/* CLONE, EXTEND */
+	TimestampTz taken_at;		/* SNAPSHOT */
+	int64		size_bytes;		/* SNAPSHOT */
 	int			clone_job;		/* CLONE while running: job index or -1 */
 	int64		sandbox_id;		/* CLONE while running */
 } SbxRequest;
@@ -124,6 +175,7 @@ typedef struct SbxRequest
 typedef struct SbxCloneJob
 {
 	bool		in_use;
+	SbxCopyKind kind;			/* what the job makes */
 	int			request;		/* index of the request slot, -1 if no
 								 * caller waits for this clone */
 	uint64		request_serial; /* the request's serial in that slot */
@@ -140,6 +192,13 @@ typedef struct SbxCloneJob
 	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
 										 * left out or changed */
 
+	/* a copy of a snapshot: its database and the role owning its objects */
+	int64		snapshot_id;	/* 0 for a dump of the source */
+	Oid			snapshot_dboid;
+	char		snapshot_role[NAMEDATALEN];
+
+	TimestampTz data_as_of;		/* when the data was read from the source */
+
 	/* written by the clone worker before it exits */
 	bool		finished;
 	bool		ok;
@@ -147,6 +206,25 @@ typedef struct SbxCloneJob
 	char		message[SBX_MESSAGE_MAX];
 	char		detail[SBX_DETAIL_MAX];
 } SbxCloneJob;
+
+/*
+ * A clone job's progress, for the progress view: written by the lifecycle
+ * worker as it creates the role and the database, then by the clone worker.
+ */
+typedef struct SbxProgress
+{
+	bool		active;
+	SbxCopyKind kind;
+	SbxPhase	phase;
+	char		name[NAMEDATALEN];
+	char		source[NAMEDATALEN];
+	Oid			owner;			/* the role that asked, InvalidOid for the
+								 * worker's own jobs */
+	Oid			dboid;			/* the database being filled, once known */
+	int64		base;			/* its size when it was created, empty */
+	int64		total;			/* bytes to copy, -1 if not known */
+	TimestampTz started;
+} SbxProgress;
 
 typedef struct SbxShared
 {
@@ -156,6 +234,7 @@ typedef struct SbxShared
 	uint64		next_serial;
 	int			nrequests;
 	SbxCloneJob jobs[SBX_MAX_CLONE_JOBS];
+	SbxProgress progress[SBX_MAX_CLONE_JOBS];
 	SbxRequest	requests[FLEXIBLE_ARRAY_MEMBER];
 } SbxShared;
 
@@ -168,6 +247,11 @@ extern SbxShared *sbx_queue_attach(void);
 extern int	sbx_queue_submit(const SbxRequest *req);
 extern void sbx_queue_wait(int slot, SbxRequest *result);
 extern void sbx_queue_wake_worker(void);
+
+/* asking the lifecycle worker from a SQL function (requests.c) */
+extern void sbx_init_request(SbxRequest *req, SbxRequestKind kind);
+extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
+extern void sbx_probe_source_locale(const char *source, SbxLocale *locale);
 
 /* the lifecycle worker's half */
 extern List *sbx_queue_pending(void);
@@ -214,14 +298,27 @@ typedef struct SbxActor
 /* the lifecycle worker acting on its own: an admin, on live sandboxes */
 extern const SbxActor sbx_worker_actor;
 
+/* a ready snapshot, as a copy of it needs to know it */
+typedef struct SbxSnapshotRef
+{
+	int64		id;
+	char		name[NAMEDATALEN];	/* its database */
+	Oid			dboid;
+	char		role[NAMEDATALEN];	/* the role that owns its objects */
+	TimestampTz data_as_of;
+	int64		size_bytes;
+} SbxSnapshotRef;
+
 /* what to clone, and for how long */
 typedef struct SbxCloneSpec
 {
+	SbxCopyKind kind;
 	const char *source;
 	bool		schema_only;
 	int64		ttl_secs;
 	const char *labels;			/* text form of a jsonb object */
 	const SbxLocale *locale;	/* the source's, or NULL if not known */
+	const SbxSnapshotRef *snapshot; /* the snapshot to copy, NULL to dump */
 } SbxCloneSpec;
 
 /* what a drop did */
@@ -232,12 +329,32 @@ typedef enum SbxDropOutcome
 	SBX_DROP_DEFERRED			/* waits for a janitor; try again later */
 } SbxDropOutcome;
 
+/* the lifecycle worker's catalog work (worker_spi.c) */
+extern MemoryContext sbx_outer_cxt;
+extern char *sbx_keep(const char *s);
+extern void sbx_xact_begin(const char *activity);
+extern void sbx_xact_commit(void);
+extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
+extern char *sbx_spi_text(int row, int col);
+extern List *sbx_keep_column(int col);
+extern void sbx_log_event(const char *sandbox, const char *action,
+						  const char *actor, const char *detail);
+extern void sbx_run_utility(const char *sql, const char *password_secret);
+extern void sbx_run_utility_xact(const char *sql, const char *activity);
+extern void sbx_random_string(char *out, int n, const char *alphabet);
+#define SBX_PASSWORD_ALPHABET \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
-extern void sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec,
+extern void sbx_progress_set(int j, SbxPhase phase, const char *name, Oid dboid,
+							 int64 total);
+extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
+									bool schema_only, SbxCloneJob *job);
+extern void sbx_check_quotas(const SbxActor *by);
+extern void sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 							SbxCloneJob *job);
-extern TimestampTz sbx_clone_ready(int64 sandbox_id, const char *password,
-								   const char *actor, double seconds,
-								   const char *notes);
+extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
+								   double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
@@ -245,9 +362,44 @@ extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   const char *action);
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
+extern bool sbx_drop_tracked(int64 id, const char *reason);
 extern List *sbx_expired_sandboxes(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
+
+/* snapshots of sources and their schedules (snapshot.c) */
+extern bool sbx_current_snapshot(const char *source, bool schema_only,
+								 SbxSnapshotRef *ref);
+extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);
+extern void sbx_plan_update(const SbxActor *by, const SbxRequest *req);
+extern void sbx_plan_locale(const char *source, bool schema_only, SbxLocale *locale);
+extern void sbx_retire_snapshots(const SbxActor *by, const char *source,
+								 bool both_kinds, bool schema_only);
+extern bool sbx_drop_one_retired(void);
+extern bool sbx_next_scheduled_build(char *source, bool *schema_only);
+
+/* pools of ready sandboxes (pool.c) */
+extern bool sbx_pool_handout(const SbxActor *by, const char *source,
+							 bool schema_only, int64 ttl_secs,
+							 const char *labels, SbxRequest *outcome);
+extern bool sbx_pool_drop_one_stale(void);
+extern bool sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot);
+
+/* snapshot schedules (schedule.c) */
+typedef struct SbxSchedule
+{
+	int64		interval_secs;	/* > 0 for 'N seconds' / 'N minutes'; 0 for cron */
+	uint64		minutes;		/* bit i: minute i allowed */
+	uint32		hours;
+	uint32		days;			/* bit d: day of month d (1..31) */
+	uint16		months;			/* bit m: month m (1..12) */
+	uint8		weekdays;		/* bit w: 0 = Sunday .. 6 */
+	bool		days_star;		/* day-of-month field began with '*' */
+	bool		weekdays_star;
+} SbxSchedule;
+
+extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
+extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
 
 /* access control (access.c) */
 extern Oid	sbx_caller(void);
@@ -317,6 +469,7 @@ typedef struct SbxSourceInfo
 	List	   *settings;		/* of SbxSetting */
 	List	   *event_triggers; /* of SbxEventTrigger */
 	SbxLocale	locale;
+	int64		size_bytes;		/* of the source database */
 } SbxSourceInfo;
 
 extern void sbx_read_source_locale(PGconn *conn, const char *source,

@@ -22,8 +22,14 @@
  * out or changed on the way is collected in the job's notes, which the
  * 'ready' event records.
  *
- * The worker reports its outcome in its clone job and exits; the lifecycle
- * worker does the rest.  On SIGTERM it kills its children on the way out.
+ * A copy of a snapshot needs none of that: the lifecycle worker made the
+ * database with CREATE DATABASE ... TEMPLATE, and this worker only gives
+ * the snapshot role's objects to the sandbox role (REASSIGN OWNED, then DROP
+ * OWNED for any privilege left) and sets the snapshot database's settings.
+ *
+ * The worker records its phase for the progress view, reports its outcome
+ * in its clone job and exits; the lifecycle worker does the rest.  On
+ * SIGTERM it kills its children on the way out.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,6 +58,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 /* what the exit callback must undo */
 static SbxChild sbx_children[2];
@@ -61,6 +68,13 @@ static char sbx_archive_dir[MAXPGPATH] = "";
 /* the job being served, and the secrets to keep out of messages */
 static SbxCloneJob sbx_job;
 static const char *sbx_secrets[3];
+
+static void
+sbx_phase(SbxPhase phase, int64 total)
+{
+	sbx_progress_set(DatumGetInt32(MyBgworkerEntry->bgw_main_arg), phase, NULL,
+					 InvalidOid, total);
+}
 
 static void
 sbx_clone_worker_exit(int code, Datum arg)
@@ -381,6 +395,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	toc = psprintf("%s/archive.toc", sbx_archive_dir);
 	list = psprintf("%s/restore.toc", sbx_archive_dir);
 
+	sbx_phase(SBX_PHASE_DUMPING, -1);
 	sbx_run_child("pg_dump", sbx_dump_argv(archive), dump_env, -1,
 				  psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
 
@@ -404,6 +419,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 			sbx_note("left out, as only a superuser may own them: %s", left_out.data);
 	}
 
+	sbx_phase(SBX_PHASE_RESTORING, -1);
 	sbx_run_child("pg_restore", sbx_restore_argv(list, archive), restore_env, -1,
 				  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 
@@ -460,6 +476,7 @@ sbx_fill_sandbox(void)
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
 	info = sbx_source_read();
 	sbx_check_locale(&info->locale);
+	sbx_phase(SBX_PHASE_EXTENSIONS, info->size_bytes);
 	if (info->extensions != NIL)
 		sbx_create_extensions(info->extensions);
 
@@ -468,12 +485,69 @@ sbx_fill_sandbox(void)
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.name);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
+	/* pg_dump takes its snapshot of the source as it starts */
+	sbx_job.data_as_of = GetCurrentTimestamp();
 	if (info->extensions == NIL && info->event_triggers == NIL)
+	{
+		sbx_phase(SBX_PHASE_RESTORING, -1);
 		sbx_stream(dump_env, restore_env);
+	}
 	else
 		sbx_through_archive(dump_env, restore_env, info);
+	sbx_phase(SBX_PHASE_FINISHING, -1);
 	sbx_restore_config_data(info);
 	sbx_apply_settings(info->settings);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * A copy of a snapshot: give the snapshot role's objects to the sandbox
+ * role, take back whatever privilege the snapshot role still holds here, and
+ * set the snapshot database's settings, which CREATE DATABASE does not copy.
+ */
+static void
+sbx_adopt_copy(void)
+{
+	List	   *settings = NIL;
+	const char *from = quote_identifier(sbx_job.snapshot_role);
+	char	   *sql;
+
+	sbx_phase(SBX_PHASE_FINISHING, -1);
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: taking ownership of a snapshot copy");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	sql = psprintf("REASSIGN OWNED BY %s TO %s", from, quote_identifier(sbx_job.name));
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not reassign the snapshot's objects");
+	sql = psprintf("DROP OWNED BY %s", from);
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop the snapshot role's privileges");
+	sql = psprintf("SELECT pg_catalog.unnest(setconfig) FROM pg_catalog.pg_db_role_setting"
+				   " WHERE setdatabase = %u AND setrole = 0", sbx_job.snapshot_dboid);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the snapshot's database settings");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *item = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *eq = strchr(item, '=');
+		SbxSetting *setting;
+		MemoryContext old;
+
+		if (eq == NULL)
+			continue;
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		setting = palloc0(sizeof(SbxSetting));
+		setting->name = pnstrdup(item, eq - item);
+		setting->value = pstrdup(eq + 1);
+		settings = lappend(settings, setting);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	sbx_apply_settings(settings);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -489,6 +563,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		job->finished = true;
 		job->ok = ok;
 		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
+		job->data_as_of = sbx_job.data_as_of;
 		job->sqlerrcode = sqlerrcode;
 		strlcpy(job->message, message ? message : "", sizeof(job->message));
 		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));
@@ -525,7 +600,10 @@ sbx_clone_worker_main(Datum main_arg)
 
 	PG_TRY();
 	{
-		sbx_fill_sandbox();
+		if (sbx_job.snapshot_id != 0)
+			sbx_adopt_copy();
+		else
+			sbx_fill_sandbox();
 		sbx_report(true, 0, NULL, NULL);
 	}
 	PG_CATCH();

@@ -217,6 +217,53 @@ sbx_name_list(const char *query)
 	return list.data;
 }
 
+/*
+ * Snapshots: each ready one locked (closed to connections, owned by the
+ * bootstrap superuser, its role without login); no closed database or role
+ * of a snapshot's making left without its row; and each pool's fill.
+ */
+static void
+sbx_check_snapshots(SbxDoctor *d)
+{
+	char	   *unlocked;
+	char	   *orphan_roles;
+	char	   *pools;
+
+	unlocked = sbx_name_list("SELECT s.name FROM pgsandbox.sandbox s"
+							 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid"
+							 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+							 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
+							 "   AND (d.datallowconn OR d.datdba <> 10 OR r.rolcanlogin)"
+							 " ORDER BY 1");
+	orphan_roles = sbx_name_list("SELECT r.rolname FROM pg_catalog.pg_roles r"
+								 "  JOIN pg_catalog.pg_auth_members m ON m.member = r.oid"
+								 " WHERE m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole"
+								 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+								 "                    WHERE s.role_oid = r.oid"
+								 "                      AND s.status IN ('cloning', 'ready'))"
+								 " ORDER BY 1");
+	pools = sbx_name_list("SELECT pg_catalog.format('%s (%s): %s of %s ready', p.source,"
+						  "   CASE WHEN p.schema_only THEN 'schema only' ELSE 'with data' END,"
+						  "   p.ready, p.size)"
+						  "  FROM pgsandbox.pools p WHERE p.ready < p.size ORDER BY 1");
+
+	sbx_doctor_row(d, "every snapshot is locked", unlocked[0] == '\0',
+				   unlocked[0] == '\0'
+				   ? "Every ready snapshot is closed to connections, owned by the bootstrap superuser, and its role cannot log in."
+				   : psprintf("Snapshots open to connections or to their roles: %s. "
+							  "Drop them with pgsandbox.drop_snapshot().", unlocked));
+	sbx_doctor_row(d, "every sandbox role is tracked", orphan_roles[0] == '\0',
+				   orphan_roles[0] == '\0'
+				   ? "No member of " SBX_SANDBOX_GROUP " lacks a live sandbox, snapshot or pool member."
+				   : psprintf("Members of %s with no live sandbox, snapshot or pool member: %s. "
+							  "pgsandbox will not drop them; check and drop them by hand.",
+							  SBX_SANDBOX_GROUP, orphan_roles));
+	sbx_doctor_row(d, "pools are full", pools[0] == '\0',
+				   pools[0] == '\0' ? "Every pool has as many ready sandboxes as its size (or there is no pool)."
+				   : psprintf("Pools still filling: %s. The worker fills them in the background; "
+							  "see pgsandbox.snapshots for a snapshot that fails.", pools));
+}
+
 /* Sandbox databases without a live catalog row, and the reverse. */
 static void
 sbx_check_catalog(SbxDoctor *d)
@@ -240,6 +287,8 @@ sbx_check_catalog(SbxDoctor *d)
 							"                    WHERE d.datname = s.name AND d.oid = s.db_oid)"
 							" ORDER BY 1");
 
+	if (sbx_catalog_has_kinds())
+		sbx_check_snapshots(d);
 	sbx_doctor_row(d, "every sandbox database is tracked", orphans[0] == '\0',
 				   orphans[0] == '\0' ? "No database of a sandbox role lacks a live catalog row."
 				   : psprintf("Databases owned by sandbox roles with no live catalog row: %s. "

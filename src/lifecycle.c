@@ -2,15 +2,20 @@
  *
  * lifecycle.c
  *	  What the lifecycle worker does to sandboxes: create the role and the
- *	  database of a new clone, mark it ready or failed, drop it, extend it,
- *	  and reconcile the catalog with the cluster after a restart.
+ *	  database of a new clone (empty, or a copy of a snapshot), mark it ready
+ *	  or failed, drop it, extend it, and reconcile the catalog with the
+ *	  cluster after a restart.  Snapshots and pool members are rows of the
+ *	  same catalog and go through the same steps (snapshot.c and pool.c do
+ *	  what is particular to them).
  *
  * Every function here runs in the lifecycle worker, starts and commits its
  * own transactions and reports trouble with ereport.  The catalog records
  * the OID of each role and database pgsandbox creates, in the transaction
  * that creates it (or, for a database, checked against its owner), and
  * nothing is ever dropped that does not match such a record: a name alone
- * is never enough.
+ * is never enough.  A database matches its row by name and by its owner or
+ * its recorded OID (a snapshot's database is handed to the bootstrap
+ * superuser once complete, see snapshot.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -23,190 +28,46 @@
 #include "executor/spi.h"
 #include "libpq/crypt.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "nodes/parsenodes.h"
-#include "nodes/plannodes.h"
-#include "parser/parser.h"
 #include "pgsandbox.h"
-#include "pgstat.h"
-#include "tcop/tcopprot.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/pg_locale.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-/*
- * The memory context the caller of a lifecycle function works in.  A
- * transaction switches away from it and its commit leaves us in
- * TopMemoryContext; sbx_xact_commit switches back, and sbx_keep copies
- * results out of SPI's memory into it.
- */
-static MemoryContext sbx_outer_cxt = NULL;
-
-static char *
-sbx_keep(const char *s)
-{
-	return s ? MemoryContextStrdup(sbx_outer_cxt, s) : NULL;
-}
-
-/* begin and end a worker transaction with SPI and a snapshot */
-static void
-sbx_xact_begin(const char *activity)
-{
-	sbx_outer_cxt = CurrentMemoryContext;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-}
-
-static void
-sbx_xact_commit(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(sbx_outer_cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-/* Execute one SQL statement through SPI, with text arguments. */
-static int
-sbx_spi(const char *sql, int expect, int nargs, const char *const *args)
-{
-	Oid			types[8] = {0};
-	Datum		values[8] = {0};
-	char		nulls[9] = "        ";
-	int			rc;
-
-	Assert(nargs <= 8);
-	for (int i = 0; i < nargs; i++)
-	{
-		types[i] = TEXTOID;
-		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
-		nulls[i] = args[i] ? ' ' : 'n';
-	}
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc != expect)
-		elog(ERROR, "pgsandbox catalog statement failed: %s",
-			 SPI_result_code_string(rc));
-	return rc;
-}
-
-/* A column of a result row as text in SPI's memory, or NULL. */
-static char *
-sbx_spi_text(int row, int col)
-{
-	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
-}
-
-/* One column of every result row, as a list of strings kept by the caller. */
-static List *
-sbx_keep_column(int col)
-{
-	List	   *result = NIL;
-	MemoryContext old = MemoryContextSwitchTo(sbx_outer_cxt);
-
-	for (uint64 i = 0; i < SPI_processed; i++)
-		result = lappend(result,
-						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col));
-	MemoryContextSwitchTo(old);
-	return result;
-}
-
-static void
-sbx_log_event(const char *sandbox, const char *action, const char *actor,
-			  const char *detail)
-{
-	const char *args[4] = {sandbox, action, actor, detail};
-
-	sbx_spi("INSERT INTO pgsandbox.event (sandbox, action, actor, detail) "
-			"VALUES ($1, $2, $3, $4)", SPI_OK_INSERT, 4, args);
-}
+const char *const sbx_kind_names[] = {"sandbox", "snapshot", "pool"};
+const char *const sbx_phase_names[] = {"queued", "creating", "copying",
+	"extensions", "dumping", "restoring", "finishing"};
 
 /*
- * Run one utility statement as a top-level command of the current
- * transaction, the way a client's simple query would, so that CREATE and
- * DROP DATABASE are allowed.  If password_secret is given, the statement is
- * a CREATE ROLE and the secret is added to its options as a parse node, so
- * that it appears in no query text (and so in no log line or error
- * context).
+ * Record how far clone job j has come.  name and dboid are kept when NULL
+ * and InvalidOid, total when negative.  The database's size when it is
+ * first given (still empty) is the base the progress view counts from.
  */
-static void
-sbx_run_utility(const char *sql, const char *password_secret)
+void
+sbx_progress_set(int j, SbxPhase phase, const char *name, Oid dboid, int64 total)
 {
-	List	   *parsetree = pg_parse_query(sql);
-	RawStmt    *raw;
-	PlannedStmt *pstmt;
+	SbxProgress *p = &sbx_shared->progress[j];
+	int64		base = 0;
 
-	if (list_length(parsetree) != 1)
-		elog(ERROR, "pgsandbox expected one utility statement");
-	raw = linitial_node(RawStmt, parsetree);
-	if (password_secret)
+	/* a dump starts from an empty database: count what it adds to that */
+	if (OidIsValid(dboid) && phase == SBX_PHASE_CREATING)
+		base = DatumGetInt64(DirectFunctionCall1(pg_database_size_oid,
+												 ObjectIdGetDatum(dboid)));
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	p->phase = phase;
+	if (name)
+		strlcpy(p->name, name, sizeof(p->name));
+	if (OidIsValid(dboid))
 	{
-		CreateRoleStmt *stmt = castNode(CreateRoleStmt, raw->stmt);
-
-		stmt->options = lappend(stmt->options,
-								makeDefElem("password",
-											(Node *) makeString(pstrdup(password_secret)),
-											-1));
+		p->dboid = dboid;
+		p->base = base;
 	}
-
-	pstmt = makeNode(PlannedStmt);
-	pstmt->commandType = CMD_UTILITY;
-	pstmt->canSetTag = true;
-	pstmt->utilityStmt = raw->stmt;
-	pstmt->stmt_location = raw->stmt_location;
-	pstmt->stmt_len = raw->stmt_len;
-
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ProcessUtility(pstmt, sql, false, PROCESS_UTILITY_TOPLEVEL, NULL, NULL,
-				   None_Receiver, NULL);
-	PopActiveSnapshot();
-	CommandCounterIncrement();
-}
-
-/* One statement alone in its own transaction (CREATE/DROP DATABASE). */
-static void
-sbx_run_utility_xact(const char *sql, const char *activity)
-{
-	MemoryContext outer = CurrentMemoryContext;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	pgstat_report_activity(STATE_RUNNING, activity);
-	sbx_run_utility(sql, NULL);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(outer);
-	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-/* n random characters from alphabet, unbiased, NUL-terminated in out */
-static void
-sbx_random_string(char *out, int n, const char *alphabet)
-{
-	int			alen = strlen(alphabet);
-	int			limit = 256 - (256 % alen);
-	int			i = 0;
-
-	while (i < n)
-	{
-		uint8		buf[64];
-
-		if (!pg_strong_random(buf, sizeof(buf)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not generate random values")));
-		for (int j = 0; j < (int) sizeof(buf) && i < n; j++)
-		{
-			if (buf[j] < limit)
-				out[i++] = alphabet[buf[j] % alen];
-		}
-	}
-	out[n] = '\0';
+	if (total >= 0)
+		p->total = total;
+	LWLockRelease(sbx_shared->lock);
 }
 
 /*
@@ -215,48 +76,55 @@ sbx_random_string(char *out, int n, const char *alphabet)
  *   1. sbx_record_clone: check the source and the quotas, pick a name and
  *      record the sandbox as 'cloning';
  *   2. sbx_create_role: the login role, with a fresh password;
- *   3. CREATE DATABASE, which must run alone in its transaction;
+ *   3. CREATE DATABASE, which must run alone in its transaction: empty, from
+ *      template0, for a dump of the source; or a copy of a snapshot;
  *   4. sbx_secure_database: record the database, revoke CONNECT from
  *      PUBLIC and only then open it to connections.
  */
 
 /*
- * The source, checked again for the clone: it may have changed since the
- * call.  Fills job->conninfo and job->require_password.
+ * In a worker transaction: the source, checked again for a clone, as it may
+ * have changed since the call.  Fills job->conninfo and
+ * job->require_password.
  */
-static void
-sbx_check_source(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
+void
+sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only,
+						SbxCloneJob *job)
 {
-	const char *args[1] = {spec->source};
+	const char *args[1] = {source};
 	bool		isnull;
 
-	if (!sbx_may_clone(by->role, by->is_admin, spec->source))
-		sbx_report_source_denied(spec->source, by->is_admin);
+	if (!sbx_may_clone(by->role, by->is_admin, source))
+		sbx_report_source_denied(source, by->is_admin);
 	sbx_spi("SELECT conninfo, allow_data, require_password FROM pgsandbox.source WHERE name = $1",
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
-		sbx_report_source_denied(spec->source, by->is_admin);
-	if (!spec->schema_only &&
+		sbx_report_source_denied(source, by->is_admin);
+	if (!schema_only &&
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 									SPI_tuptable->tupdesc, 2, &isnull)))
-		sbx_report_data_denied(spec->source);
+		sbx_report_data_denied(source);
 	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
 	job->require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull));
 }
 
 /*
- * The quotas.  The worker takes clones one at a time, so the counts are
- * exact.
+ * In a worker transaction: the quotas.  The worker takes clones one at a
+ * time, so the counts are exact.  Snapshots and pool members not yet handed
+ * out count against no one.
  */
-static void
-sbx_check_quotas(const SbxActor *by, const char *owner)
+void
+sbx_check_quotas(const SbxActor *by)
 {
+	char		owner[16];
 	const char *args[1] = {owner};
 	bool		isnull;
 
-	sbx_spi("SELECT count(*), count(*) FILTER (WHERE owner_oid = $1::oid)"
-			" FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_spi(psprintf("SELECT count(*), count(*) FILTER (WHERE owner_oid = $1::oid)"
+					 " FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')%s",
+					 sbx_if_kinds(" AND kind = 'sandbox'")),
 			SPI_OK_SELECT, 1, args);
 	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									SPI_tuptable->tupdesc, 1, &isnull)) >= sbx_max_sandboxes)
@@ -297,40 +165,73 @@ sbx_pick_name(char *name)
 	}
 }
 
-/* Step 1: checks, a name and the 'cloning' row. */
+/*
+ * Step 1: checks, a name and the 'cloning' row.  A snapshot or a pool member
+ * has no expiry and counts against no quota.
+ */
 static void
 sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 {
 	char		ttl[32];
 	char		owner[16];
-	const char *args[7];
+	char		snapshot_id[32];
+	const char *args[10];
 	bool		isnull;
+	const char *what = spec->schema_only ? "schema only" : "schema and data";
 
 	sbx_xact_begin("pgsandbox: starting a clone");
 	snprintf(owner, sizeof(owner), "%u", by->role);
-	sbx_check_source(by, spec, job);
-	sbx_check_quotas(by, owner);
+	sbx_check_clone_allowed(by, spec->source, spec->schema_only, job);
+	if (spec->kind == SBX_KIND_SANDBOX)
+		sbx_check_quotas(by);
 	sbx_pick_name(job->name);
 
-	snprintf(ttl, sizeof(ttl), INT64_FORMAT, spec->ttl_secs);
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT,
+			 spec->kind == SBX_KIND_SANDBOX ? spec->ttl_secs : 0);
 	args[0] = job->name;
 	args[1] = spec->source;
 	args[2] = spec->schema_only ? "true" : "false";
-	args[3] = spec->labels;
+	args[3] = spec->labels ? spec->labels : "{}";
 	args[4] = by->name;
 	args[5] = ttl;
 	args[6] = owner;
+	args[7] = sbx_kind_names[spec->kind];
+	args[8] = spec->snapshot ? "snapshot" : "dump";
+	if (spec->snapshot)
+		snprintf(snapshot_id, sizeof(snapshot_id), INT64_FORMAT, spec->snapshot->id);
+	args[9] = spec->snapshot ? snapshot_id : NULL;
+	if (!sbx_catalog_has_kinds())	/* before ALTER EXTENSION UPDATE */
+		sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
+				" requested_by, owner_oid, ttl, expires_at)"
+				" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
+				" pg_catalog.make_interval(secs => $6::float8),"
+				" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
+				" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
+	else
 	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
-			" requested_by, owner_oid, ttl, expires_at)"
-			" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
+			" requested_by, owner_oid, ttl, expires_at, kind, method, snapshot_id,"
+			" data_as_of)"
+			" SELECT $1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
 			" pg_catalog.make_interval(secs => $6::float8),"
-			" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
-			" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
+			" CASE WHEN $8 = 'sandbox'"
+			"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8) END,"
+			" $8, $9, $10::bigint,"
+			" (SELECT data_as_of FROM pgsandbox.sandbox WHERE id = $10::bigint)"
+			" RETURNING id", SPI_OK_INSERT_RETURNING, 10, args);
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_log_event(job->name, "clone", by->name,
-				  psprintf("source \"%s\", %s", spec->source,
-						   spec->schema_only ? "schema only" : "schema and data"));
+	if (spec->kind == SBX_KIND_SNAPSHOT)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
+	else if (spec->snapshot)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
+							   spec->kind == SBX_KIND_POOL ? "pool member of " : "",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
+	else
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s", spec->source, what));
 	sbx_xact_commit();
 }
 
@@ -342,8 +243,7 @@ sbx_create_role(SbxCloneJob *job)
 	const char *args[2] = {job->name, idbuf};
 	char	   *verifier;
 
-	sbx_random_string(job->password, SBX_PASSWORD_LEN,
-					  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+	sbx_random_string(job->password, SBX_PASSWORD_LEN, SBX_PASSWORD_ALPHABET);
 	sbx_xact_begin("pgsandbox: creating a sandbox role");
 	/* in the transaction: the HMAC code wants a resource owner */
 	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
@@ -435,62 +335,118 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
 }
 
 /*
- * Start a clone for 'by': record it, create its role and its database.
- * Fills *job (catalog id, name, password, dboid, conninfo) for the clone
- * worker.  If an error escapes once the row exists, job->sandbox_id is
- * already set, so that the caller can undo it with sbx_clone_fail.
+ * Start a clone for 'by' as clone job j: record it, create its role and its
+ * database.  Fills *job (catalog id, name, password, dboid, conninfo, the
+ * snapshot it copies) for the clone worker.  If an error escapes once the
+ * row exists, job->sandbox_id is already set, so that the caller can undo
+ * it with sbx_clone_fail.
+ *
+ * A copy of a snapshot is made by CREATE DATABASE ... TEMPLATE, with the
+ * strategy pgsandbox.copy_strategy names; its objects still belong to the
+ * snapshot's role until the clone worker reassigns them.  The copy has the
+ * snapshot's encoding and locale, which are the source's.
  */
 void
-sbx_clone_begin(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
+sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
+				SbxCloneJob *job)
 {
 	memset(job, 0, sizeof(*job));
+	job->kind = spec->kind;
 	job->locale_fallback = sbx_locale_fallback;
 	sbx_record_clone(by, spec, job);
+	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, InvalidOid,
+					 spec->snapshot ? spec->snapshot->size_bytes : -1);
 	sbx_create_role(job);
-	/* created closed to connections; from the pristine template */
-	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-								  " ALLOW_CONNECTIONS false",
-								  quote_identifier(job->name), quote_identifier(job->name),
-								  sbx_locale_options(spec, job)),
-						 "pgsandbox: creating a sandbox database");
+	/* created closed to connections */
+	if (spec->snapshot)
+	{
+		sbx_progress_set(j, SBX_PHASE_COPYING, NULL, InvalidOid, -1);
+		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
+									  " STRATEGY %s ALLOW_CONNECTIONS false",
+									  quote_identifier(job->name),
+									  quote_identifier(job->name),
+									  quote_identifier(spec->snapshot->name),
+									  sbx_copy_strategy == SBX_COPY_FILE_COPY
+									  ? "file_copy" : "wal_log"),
+							 "pgsandbox: copying a snapshot");
+		job->snapshot_id = spec->snapshot->id;
+		job->snapshot_dboid = spec->snapshot->dboid;
+		strlcpy(job->snapshot_role, spec->snapshot->role, sizeof(job->snapshot_role));
+		job->data_as_of = spec->snapshot->data_as_of;
+	}
+	else
+		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
+									  " ALLOW_CONNECTIONS false",
+									  quote_identifier(job->name),
+									  quote_identifier(job->name),
+									  sbx_locale_options(spec, job)),
+							 "pgsandbox: creating a sandbox database");
 	sbx_secure_database(job);
+	sbx_progress_set(j, spec->snapshot ? SBX_PHASE_FINISHING : SBX_PHASE_CREATING,
+					 NULL, job->dboid, -1);
 	strlcpy(job->source, spec->source, sizeof(job->source));
 	job->schema_only = spec->schema_only;
 }
 
 /*
- * Mark a sandbox ready: its expiry counts from now.  Returns the expiry.
+ * Mark a finished clone job's row ready.  A sandbox's expiry counts from
+ * now, and the expiry is returned.  A pool member's role loses its login
+ * until it is handed out with a new password; a snapshot is finished by
+ * sbx_snapshot_done.
  */
 TimestampTz
-sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
-				double seconds, const char *notes)
+sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 {
 	char		idbuf[32];
-	const char *args[2];
+	const char *args[3];
 	bool		isnull;
-	TimestampTz expires_at;
-	char	   *name;
+	TimestampTz expires_at = 0;
+	const char *how;
 
-	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
+	if (job->kind == SBX_KIND_SNAPSHOT)
+	{
+		sbx_snapshot_done(job, seconds);
+		return 0;
+	}
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	args[0] = idbuf;
+	args[1] = job->data_as_of ? timestamptz_to_str(job->data_as_of) : NULL;
 	sbx_xact_begin("pgsandbox: marking a sandbox ready");
-	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
-			" expires_at = pg_catalog.now() + ttl,"
-			" size_bytes = pg_catalog.pg_database_size(db_oid)"
-			" WHERE id = $1::bigint AND status = 'cloning'"
-			" RETURNING name, expires_at", SPI_OK_UPDATE_RETURNING, 1, args);
+	if (job->kind == SBX_KIND_POOL)
+		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(job->name)),
+						NULL);
+	if (!sbx_catalog_has_kinds())	/* before ALTER EXTENSION UPDATE */
+		sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
+				" expires_at = pg_catalog.now() + ttl,"
+				" size_bytes = pg_catalog.pg_database_size(db_oid)"
+				" WHERE id = $1::bigint AND status = 'cloning'"
+				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 1, args);
+	else
+		sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
+				" expires_at = CASE WHEN kind = 'sandbox' THEN pg_catalog.now() + ttl END,"
+				" size_bytes = pg_catalog.pg_database_size(db_oid),"
+				" data_as_of = COALESCE($2::timestamptz, data_as_of)"
+				" WHERE id = $1::bigint AND status = 'cloning'"
+				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
-		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", sandbox_id);
-	name = sbx_spi_text(0, 1);
-	expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 2, &isnull));
-	/* for run_sql and describe_schema, which log in as the role */
-	args[1] = password;
-	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
-			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
-	sbx_log_event(name, "ready", actor,
-				  notes && notes[0] ? psprintf("cloned in %.1f s; %s", seconds, notes)
-				  : psprintf("cloned in %.1f s", seconds));
+		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", job->sandbox_id);
+	how = job->snapshot_id ? "copied from a snapshot" : "cloned";
+	if (job->kind == SBX_KIND_POOL)
+		sbx_log_event(job->name, "pool_fill", actor,
+					  psprintf("%s in %.1f s", how, seconds));
+	else
+	{
+		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+		/* for run_sql and describe_schema, which log in as the role */
+		args[1] = job->password;
+		sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
+				" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
+		sbx_log_event(job->name, "ready", actor,
+					  job->notes[0] ? psprintf("%s in %.1f s; %s", how, seconds, job->notes)
+					  : psprintf("%s in %.1f s", how, seconds));
+	}
 	sbx_xact_commit();
 	return expires_at;
 }
@@ -503,9 +459,10 @@ sbx_clone_ready(int64 sandbox_id, const char *password, const char *actor,
  * otherwise the janitor is waited for.  Returns true once all is dropped.
  */
 static bool
-sbx_drop_resources(const char *name, const char *role_oid, bool may_defer)
+sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
+				   bool may_defer)
 {
-	const char *args[2] = {name, role_oid};
+	const char *args[3] = {name, role_oid, db_oid};
 	Oid			dboid = InvalidOid;
 	bool		have_role;
 	bool		have_prepared = false;
@@ -527,7 +484,8 @@ sbx_drop_resources(const char *name, const char *role_oid, bool may_defer)
 	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
 			"                      WHERE p.database = d.datname)"
 			" FROM pg_catalog.pg_database d"
-			" WHERE d.datname = $1 AND d.datdba = $2::oid", SPI_OK_SELECT, 2, args);
+			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.oid = $3::oid)",
+			SPI_OK_SELECT, 3, args);
 	if (SPI_processed > 0)
 	{
 		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
@@ -574,25 +532,39 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 	const char *args[2];
 	char	   *name;
 	char	   *role_oid;
+	char	   *db_oid;
+	bool		snapshot;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
 	args[0] = idbuf;
 	sbx_xact_begin("pgsandbox: cleaning up a failed clone");
-	sbx_spi("SELECT name, role_oid FROM pgsandbox.sandbox WHERE id = $1::bigint",
+	sbx_spi(psprintf("SELECT name, role_oid, db_oid, %s"
+					 " FROM pgsandbox.sandbox WHERE id = $1::bigint",
+					 sbx_catalog_has_kinds() ? "kind = 'snapshot'" : "false"),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		elog(ERROR, "sandbox " INT64_FORMAT " is not in the catalog", sandbox_id);
 	name = sbx_keep(sbx_spi_text(0, 1));
 	role_oid = sbx_keep(sbx_spi_text(0, 2));
+	db_oid = sbx_keep(sbx_spi_text(0, 3));
+	snapshot = (strcmp(sbx_spi_text(0, 4), "t") == 0);
 	sbx_xact_commit();
 
-	(void) sbx_drop_resources(name, role_oid, false);
+	(void) sbx_drop_resources(name, role_oid, db_oid, false);
 
 	args[1] = reason;
 	sbx_xact_begin("pgsandbox: marking a clone failed");
 	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'failed', error = $2,"
 			" expires_at = NULL WHERE id = $1::bigint", SPI_OK_UPDATE, 2, args);
-	sbx_log_event(name, action, actor, reason);
+	/* a failed snapshot: the last good one, if any, keeps serving */
+	if (snapshot)
+		sbx_spi("UPDATE pgsandbox.snapshot_plan p SET last_error = $2"
+				"  FROM pgsandbox.sandbox s"
+				" WHERE s.id = $1::bigint AND p.source = s.source"
+				"   AND p.schema_only = s.schema_only", SPI_OK_UPDATE, 2, args);
+	sbx_log_event(name,
+				  snapshot && strcmp(action, "failed") == 0 ? "snapshot_failed" : action,
+				  actor, reason);
 	sbx_xact_commit();
 }
 
@@ -611,17 +583,25 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 	const char *args[2] = {name, owner};
 	char	   *status = NULL;
 	char	   *role_oid = NULL;
+	char	   *db_oid = NULL;
 	char	   *id = NULL;
 	bool		expired = false;
 
+	/*
+	 * Callers drop sandboxes only; the worker's own clean-up may meet a
+	 * snapshot or a pool member too.
+	 */
 	sbx_xact_begin("pgsandbox: looking up a sandbox");
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	if (by->is_admin)
-		sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
-				" FROM pgsandbox.sandbox WHERE name = $1", SPI_OK_SELECT, 1, args);
+		sbx_spi(psprintf("SELECT status, role_oid, id, expires_at <= pg_catalog.now(), db_oid"
+						 " FROM pgsandbox.sandbox WHERE name = $1%s",
+						 by == &sbx_worker_actor ? "" : sbx_if_kinds(" AND kind = 'sandbox'")),
+				SPI_OK_SELECT, 1, args);
 	else
-		sbx_spi("SELECT status, role_oid, id, expires_at <= pg_catalog.now()"
-				" FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid",
+		sbx_spi(psprintf("SELECT status, role_oid, id, expires_at <= pg_catalog.now(), db_oid"
+						 " FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid%s",
+						 sbx_if_kinds(" AND kind = 'sandbox'")),
 				SPI_OK_SELECT, 2, args);
 	if (SPI_processed > 0)
 	{
@@ -630,6 +610,7 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 		status = sbx_keep(sbx_spi_text(0, 1));
 		role_oid = sbx_keep(sbx_spi_text(0, 2));
 		id = sbx_keep(sbx_spi_text(0, 3));
+		db_oid = sbx_keep(sbx_spi_text(0, 5));
 		expired = (exp != NULL && strcmp(exp, "t") == 0);
 	}
 	sbx_xact_commit();
@@ -648,7 +629,7 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 				 errmsg("sandbox \"%s\" is still being cloned", name),
 				 errhint("Drop it once its clone has finished.")));
 
-	if (!sbx_drop_resources(name, role_oid, may_defer))
+	if (!sbx_drop_resources(name, role_oid, db_oid, may_defer))
 		return SBX_DROP_DEFERRED;
 
 	args[0] = id;
@@ -678,11 +659,11 @@ sbx_extend(const char *name, const SbxActor *by, int64 ttl_secs)
 	snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_secs);
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_xact_begin("pgsandbox: extending a sandbox");
-	sbx_spi("UPDATE pgsandbox.sandbox"
-			" SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::float8)"
-			" WHERE name = $1 AND status = 'ready'"
-			"   AND (owner_oid = $3::oid OR $4::boolean)"
-			" RETURNING expires_at",
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox"
+					 " SET expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $2::float8)"
+					 " WHERE name = $1 AND status = 'ready'%s"
+					 "   AND (owner_oid = $3::oid OR $4::boolean)"
+					 " RETURNING expires_at", sbx_if_kinds(" AND kind = 'sandbox'")),
 			SPI_OK_UPDATE_RETURNING, 4, args);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -699,6 +680,47 @@ sbx_extend(const char *name, const SbxActor *by, int64 ttl_secs)
 
 const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
 
+/*
+ * Drop a ready snapshot or pool member, which no one is connected to, and
+ * record why.  Returns false if the row is no longer one to drop.
+ */
+bool
+sbx_drop_tracked(int64 id, const char *reason)
+{
+	char		idbuf[32];
+	const char *args[1] = {idbuf};
+	char	   *name;
+	char	   *role_oid;
+	char	   *db_oid;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, id);
+	sbx_xact_begin("pgsandbox: looking up a snapshot or pool member");
+	sbx_spi("SELECT name, role_oid, db_oid FROM pgsandbox.sandbox"
+			" WHERE id = $1::bigint AND status = 'ready' AND kind <> 'sandbox'",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+	{
+		sbx_xact_commit();
+		return false;
+	}
+	name = sbx_keep(sbx_spi_text(0, 1));
+	role_oid = sbx_keep(sbx_spi_text(0, 2));
+	db_oid = sbx_keep(sbx_spi_text(0, 3));
+	sbx_xact_commit();
+
+	(void) sbx_drop_resources(name, role_oid, db_oid, false);
+
+	sbx_xact_begin("pgsandbox: marking a snapshot or pool member dropped");
+	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'dropped',"
+			" dropped_at = pg_catalog.now() WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 1, args);
+	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
+			SPI_OK_DELETE, 1, args);
+	sbx_log_event(name, "drop", SBX_WORKER_ACTOR, reason);
+	sbx_xact_commit();
+	return true;
+}
+
 /* Names of live sandboxes whose time is up, oldest expiry first. */
 List *
 sbx_expired_sandboxes(void)
@@ -706,9 +728,10 @@ sbx_expired_sandboxes(void)
 	List	   *names;
 
 	sbx_xact_begin("pgsandbox: looking for expired sandboxes");
-	sbx_spi("SELECT name FROM pgsandbox.sandbox"
-			" WHERE status = 'ready' AND expires_at <= pg_catalog.now()"
-			" ORDER BY expires_at, name", SPI_OK_SELECT, 0, NULL);
+	sbx_spi(psprintf("SELECT name FROM pgsandbox.sandbox"
+					 " WHERE status = 'ready'%s AND expires_at <= pg_catalog.now()"
+					 " ORDER BY expires_at, name", sbx_if_kinds(" AND kind = 'sandbox'")),
+			SPI_OK_SELECT, 0, NULL);
 	names = sbx_keep_column(1);
 	sbx_xact_commit();
 	return names;
@@ -732,7 +755,8 @@ sbx_reconcile_todo(void)
 			" WHERE status = 'cloning'"
 			"    OR (status = 'ready'"
 			"        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-			"                         WHERE d.datname = s.name AND d.datdba = s.role_oid))"
+			"                         WHERE d.datname = s.name"
+			"                           AND (d.datdba = s.role_oid OR d.oid = s.db_oid)))"
 			" ORDER BY id", SPI_OK_SELECT, 0, NULL);
 	texts = sbx_keep_column(1);
 	sbx_xact_commit();
@@ -763,7 +787,8 @@ sbx_reconcile_one(int64 sandbox_id)
 			"   AND (status = 'cloning'"
 			"        OR (status = 'ready'"
 			"            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-			"                             WHERE d.datname = s.name AND d.datdba = s.role_oid)))",
+			"                             WHERE d.datname = s.name"
+			"                               AND (d.datdba = s.role_oid OR d.oid = s.db_oid))))",
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed == 1)
 	{

@@ -20,7 +20,9 @@
 #include "pgsandbox.h"
 #include "postmaster/postmaster.h"
 #include "storage/ipc.h"
+#include "catalog/namespace.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 
 #if PG_VERSION_NUM < 150000
 #error "pgsandbox needs PostgreSQL 15 or later"
@@ -39,6 +41,13 @@ char	   *sbx_bin_dir = NULL;
 int			sbx_max_sandboxes = 100;
 int			sbx_max_sandboxes_per_owner = 10;
 bool		sbx_locale_fallback = false;
+int			sbx_copy_strategy = SBX_COPY_WAL_LOG;
+
+static const struct config_enum_entry sbx_copy_strategy_options[] = {
+	{"wal_log", SBX_COPY_WAL_LOG, false},
+	{"file_copy", SBX_COPY_FILE_COPY, false},
+	{NULL, 0, false}
+};
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -136,6 +145,16 @@ _PG_init(void)
 							 "When off, such a clone fails. When on, the sandbox's ready event records the difference.",
 							 &sbx_locale_fallback,
 							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("pgsandbox.copy_strategy",
+							 "How a clone copies a snapshot: CREATE DATABASE's STRATEGY.",
+							 "wal_log copies page by page through the WAL; file_copy copies files and forces two checkpoints.",
+							 &sbx_copy_strategy,
+							 SBX_COPY_WAL_LOG,
+							 sbx_copy_strategy_options,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
@@ -249,6 +268,29 @@ sbx_require_arg(FunctionCallInfo fcinfo, int n, const char *argname)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * Whether the catalog is at least version 0.3's, with snapshots and pools
+ * (the sandbox table's kind column).  Between a restart with a new library
+ * and ALTER EXTENSION pgsandbox UPDATE the catalog is an older version's:
+ * clones, drops and the reaper then use the statements that version knows,
+ * and snapshots and pools wait for the update.  Needs a transaction.
+ */
+bool
+sbx_catalog_has_kinds(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "kind") != InvalidAttrNumber;
+}
+
+/* a fragment of SQL that needs the 0.3 catalog, or "" before it */
+const char *
+sbx_if_kinds(const char *fragment)
+{
+	return sbx_catalog_has_kinds() ? fragment : "";
 }
 
 /*

@@ -262,7 +262,7 @@ sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy)
 		;
 	else if (req->abandoned)
 		req->state = SBX_SLOT_FREE;
-	else if (req->kind != SBX_REQ_CLONE || clone_allowed)
+	else if (!SBX_REQ_NEEDS_JOB(req->kind) || clone_allowed)
 	{
 		req->state = SBX_SLOT_RUNNING;
 		memcpy(copy, req, sizeof(SbxRequest));
@@ -304,6 +304,8 @@ sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome)
 		strlcpy(req->result_name, outcome->result_name, sizeof(req->result_name));
 		memcpy(req->password, outcome->password, sizeof(req->password));
 		req->expires_at = outcome->expires_at;
+		req->taken_at = outcome->taken_at;
+		req->size_bytes = outcome->size_bytes;
 		req->state = SBX_SLOT_DONE;
 		latch = req->caller_latch;
 	}

@@ -72,7 +72,7 @@ sbx_copy_sandbox_name(char *dest, const char *name)
 	strlcpy(dest, name, NAMEDATALEN);
 }
 
-static void
+void
 sbx_init_request(SbxRequest *req, SbxRequestKind kind)
 {
 	memset(req, 0, sizeof(*req));
@@ -84,7 +84,7 @@ sbx_init_request(SbxRequest *req, SbxRequestKind kind)
 }
 
 /* Submit a request, wait for it and raise the worker's error if any. */
-static void
+void
 sbx_run_request(SbxRequest *req, SbxRequest *result)
 {
 	int			slot = sbx_queue_submit(req);
@@ -136,7 +136,7 @@ sbx_check_source(const SbxRequest *req)
  * trouble and the clone fails with a failed row that says why (or, if the
  * source is back by then, it checks the locale itself).
  */
-static void
+void
 sbx_probe_source_locale(const char *source, SbxLocale *locale)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -177,7 +177,8 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 }
 
 /*
- * clone(source text, schema_only boolean, ttl interval, labels jsonb)
+ * clone(source text, schema_only boolean, ttl interval, labels jsonb,
+ *		 fresh boolean)
  *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
  */
 Datum
@@ -197,12 +198,14 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	sbx_require_arg(fcinfo, 0, "source");
 	sbx_require_arg(fcinfo, 1, "schema_only");
 	sbx_require_arg(fcinfo, 3, "labels");
+	sbx_require_arg(fcinfo, 4, "fresh");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
 	sbx_init_request(&req, SBX_REQ_CLONE);
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	req.schema_only = PG_GETARG_BOOL(1);
+	req.fresh = PG_GETARG_BOOL(4);
 	req.ttl_secs = PG_ARGISNULL(2) ? sbx_default_ttl :
 		sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
 	if (PG_ARGISNULL(2) && req.ttl_secs > sbx_max_ttl)

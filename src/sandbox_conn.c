@@ -48,11 +48,12 @@ sbx_sandbox_lookup(const char *name, char **password, char **source)
 	values[1] = ObjectIdGetDatum(caller);
 	values[2] = BoolGetDatum(sbx_is_admin(caller));
 	SPI_connect();
-	rc = SPI_execute_with_args("SELECT k.password, s.source"
-							   "  FROM pgsandbox.sandbox s"
-							   "  JOIN pgsandbox.sandbox_secret k ON k.sandbox_id = s.id"
-							   " WHERE s.name = $1 AND s.status = 'ready'"
-							   "   AND (s.owner_oid = $2 OR $3)",
+	rc = SPI_execute_with_args(psprintf("SELECT k.password, s.source"
+										"  FROM pgsandbox.sandbox s"
+										"  JOIN pgsandbox.sandbox_secret k ON k.sandbox_id = s.id"
+										" WHERE s.name = $1 AND s.status = 'ready'%s"
+										"   AND (s.owner_oid = $2 OR $3)",
+										sbx_if_kinds(" AND s.kind = 'sandbox'")),
 							   3, argtypes, values, NULL, true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not look up sandbox \"%s\"", name);

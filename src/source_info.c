@@ -175,6 +175,13 @@ sbx_read_source_info(PGconn *conn, const char *source)
 	}
 	PQclear(res);
 
+	/* its size, for the progress view */
+	res = sbx_source_query(conn, source,
+						   "SELECT pg_catalog.pg_database_size(pg_catalog.current_database())",
+						   "size");
+	info->size_bytes = pg_strtoint64(PQgetvalue(res, 0, 0));
+	PQclear(res);
+
 	sbx_read_source_locale(conn, source, &info->locale);
 	return info;
 }

@@ -3,7 +3,8 @@
  * worker.c
  *	  The lifecycle worker: serves the request queue, runs clones through
  *	  dynamic clone workers, and runs its timers (the reaper of expired
- *	  sandboxes, the retry of reconciliation).
+ *	  sandboxes, the retry of reconciliation, and the upkeep of snapshots and
+ *	  pools).
  *
  * One lifecycle worker runs per cluster, connected as the bootstrap
  * superuser to the database named by pgsandbox.database.  It does every
@@ -13,6 +14,12 @@
  * worker (clone_worker.c); up to pgsandbox.max_concurrent_clones of them run
  * at once, and the lifecycle worker keeps serving drops and its timers
  * meanwhile.
+ *
+ * A clone is served from the first of these that can serve it: a ready
+ * member of the source's pool (handed out at once, pool.c), a copy of the
+ * source's current snapshot, or a dump of the live source.  Snapshot builds
+ * and pool fills are clone jobs too, started by the upkeep timer with no
+ * caller waiting; they leave one job free for callers.
  *
  * Nothing one request or one sandbox does may stop the others: each is
  * served inside its own error handler, which records the error on the
@@ -82,6 +89,9 @@ static MemoryContext sbx_worker_cxt = NULL;
 static List *sbx_parked = NIL;	/* of SbxParkedDrop */
 static List *sbx_reap_todo = NIL;	/* names of expired sandboxes */
 static List *sbx_reconcile_ids = NIL;	/* ids (text) still to reconcile */
+
+/* whether the catalog has snapshots and pools (it is updated to 0.3) */
+static bool sbx_catalog_current = false;
 
 /* the request being served, answered if an error escapes to the loop */
 static int	sbx_serving_slot = -1;
@@ -195,6 +205,32 @@ sbx_start_clone_worker(int j, const char *name, int64 sandbox_id)
 				 errhint("Raise max_worker_processes, or lower pgsandbox.max_concurrent_clones.")));
 }
 
+/* Start or end the progress entry of clone job j. */
+static void
+sbx_progress_start(int j, const SbxActor *by, const SbxCloneSpec *spec)
+{
+	SbxProgress *p = &sbx_shared->progress[j];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	memset(p, 0, sizeof(*p));
+	p->active = true;
+	p->kind = spec->kind;
+	p->phase = SBX_PHASE_CREATING;
+	strlcpy(p->source, spec->source, sizeof(p->source));
+	p->owner = by->role;
+	p->total = -1;
+	p->started = GetCurrentTimestamp();
+	LWLockRelease(sbx_shared->lock);
+}
+
+static void
+sbx_progress_end(int j)
+{
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	memset(&sbx_shared->progress[j], 0, sizeof(SbxProgress));
+	LWLockRelease(sbx_shared->lock);
+}
+
 /*
  * Begin a clone using clone job j: make the catalog row, the role and the
  * database, then start the clone worker.  The request (slot, serial) waits
@@ -209,9 +245,10 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	SbxCloneJob job;
 
 	memset(&job, 0, sizeof(job));
+	sbx_progress_start(j, by, spec);
 	PG_TRY();
 	{
-		sbx_clone_begin(by, spec, &job);
+		sbx_clone_begin(j, by, spec, &job);
 
 		job.in_use = true;
 		job.request = slot;
@@ -241,6 +278,7 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 			explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
 		LWLockRelease(sbx_shared->lock);
 		sbx_jobs[j].handle = NULL;
+		sbx_progress_end(j);
 		explicit_bzero(job.password, sizeof(job.password));
 		explicit_bzero(job.conninfo, sizeof(job.conninfo));
 
@@ -251,7 +289,35 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	PG_END_TRY();
 }
 
-/* Mark a finished clone ready and hand its caller the credentials. */
+/*
+ * A sandbox's clone has finished: mark it ready and hand its caller the
+ * credentials.  If the caller left at the last moment, no one has them, and
+ * the sandbox is dropped.
+ */
+static void
+sbx_sandbox_succeeded(int j, SbxCloneJob *job, double secs, SbxRequest *outcome)
+{
+	outcome->expires_at = sbx_clone_ready(job, sbx_jobs[j].actor, secs);
+	strlcpy(outcome->result_name, job->name, sizeof(outcome->result_name));
+	memcpy(outcome->password, job->password, sizeof(outcome->password));
+	if (job->request < 0 ||
+		sbx_queue_answer(job->request, job->request_serial, outcome))
+		ereport(LOG,
+				(errmsg("sandbox \"%s\" is ready (source \"%s\", %.1f s)",
+						job->name, job->source, secs)));
+	else
+	{
+		(void) sbx_drop(job->name, &sbx_worker_actor, false, false, "cleanup");
+		ereport(LOG,
+				(errmsg("dropped sandbox \"%s\", whose caller stopped waiting as it became ready",
+						job->name)));
+	}
+}
+
+/*
+ * A clone job has finished: mark what it made ready (a sandbox, a snapshot
+ * or a pool member) and answer its caller, if any.
+ */
 static void
 sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 {
@@ -261,22 +327,22 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
-		outcome.expires_at = sbx_clone_ready(job->sandbox_id, job->password,
-											 sbx_jobs[j].actor, secs, job->notes);
-		strlcpy(outcome.result_name, job->name, sizeof(outcome.result_name));
-		memcpy(outcome.password, job->password, sizeof(outcome.password));
-		if (job->request < 0 ||
-			sbx_queue_answer(job->request, job->request_serial, &outcome))
-			ereport(LOG,
-					(errmsg("sandbox \"%s\" is ready (source \"%s\", %.1f s)",
-							job->name, job->source, secs)));
-		else
+		switch (job->kind)
 		{
-			/* the caller left at the last moment: no one has the credentials */
-			(void) sbx_drop(job->name, &sbx_worker_actor, false, false, "cleanup");
-			ereport(LOG,
-					(errmsg("dropped sandbox \"%s\", whose caller stopped waiting as it became ready",
-							job->name)));
+			case SBX_KIND_SANDBOX:
+				sbx_sandbox_succeeded(j, job, secs, &outcome);
+				break;
+			case SBX_KIND_SNAPSHOT:
+				outcome.size_bytes = sbx_snapshot_done(job, secs);
+				outcome.taken_at = job->data_as_of;
+				(void) sbx_queue_answer(job->request, job->request_serial, &outcome);
+				ereport(LOG,
+						(errmsg("snapshot \"%s\" of source \"%s\" is ready (%.1f s)",
+								job->name, job->source, secs)));
+				break;
+			case SBX_KIND_POOL:
+				(void) sbx_clone_ready(job, sbx_jobs[j].actor, secs);
+				break;
 		}
 	}
 	PG_CATCH();
@@ -306,6 +372,7 @@ sbx_clone_finish(int j)
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	memcpy(&job, &sbx_shared->jobs[j], sizeof(job));
 	explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
+	memset(&sbx_shared->progress[j], 0, sizeof(SbxProgress));
 	if (job.request >= 0 && sbx_shared->requests[job.request].serial == job.request_serial)
 		sbx_shared->requests[job.request].clone_job = -1;
 	LWLockRelease(sbx_shared->lock);
@@ -474,6 +541,140 @@ sbx_free_clone_job(void)
 }
 
 /*
+ * Serve a clone: hand out a ready member of the source's pool, or start a
+ * clone job that copies the source's current snapshot or, failing that or
+ * with fresh, dumps the live source.
+ */
+static void
+sbx_serve_clone(int j, int slot, const SbxRequest *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
+	SbxSnapshotRef snapshot;
+	bool		have_snapshot = false;
+	bool		answered = false;
+	SbxRequest	outcome;
+	SbxCloneSpec spec;
+
+	memset(&outcome, 0, sizeof(outcome));
+	if (!req->fresh && sbx_catalog_current)
+	{
+		PG_TRY();
+		{
+			if (sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
+								 req->labels, &outcome))
+			{
+				answered = true;
+				if (!sbx_queue_answer(slot, req->serial, &outcome))
+				{
+					/* the caller left: no one has the new password */
+					(void) sbx_drop(outcome.result_name, &sbx_worker_actor, false,
+									false, "cleanup");
+				}
+			}
+			else
+				have_snapshot = sbx_current_snapshot(req->source, req->schema_only,
+													 &snapshot);
+		}
+		PG_CATCH();
+		{
+			sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
+			answered = true;
+		}
+		PG_END_TRY();
+		explicit_bzero(&outcome, sizeof(outcome));
+	}
+	if (answered)
+		return;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.kind = SBX_KIND_SANDBOX;
+	spec.source = req->source;
+	spec.schema_only = req->schema_only;
+	spec.ttl_secs = req->ttl_secs;
+	spec.labels = req->labels;
+	spec.locale = &req->locale;
+	spec.snapshot = have_snapshot ? &snapshot : NULL;
+	sbx_clone_start(j, slot, req->serial, &by, &spec);
+}
+
+/*
+ * Start building a snapshot of (source, schema_only) with clone job j, for
+ * a caller of snapshot() (slot, serial) or for the worker's upkeep (slot -1).
+ * The source's encoding and locale are the caller's probe's, or else those
+ * the plan recorded.
+ */
+static void
+sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
+				   const char *source, bool schema_only, const SbxLocale *probed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxLocale	locale;
+	SbxCloneSpec spec;
+	bool		failed = false;
+
+	if (probed != NULL && probed->encoding[0] != '\0')
+		memcpy(&locale, probed, sizeof(locale));
+	else
+	{
+		PG_TRY();
+		{
+			sbx_plan_locale(source, schema_only, &locale);
+		}
+		PG_CATCH();
+		{
+			sbx_answer_with(slot, serial, sbx_catch_error(cxt));
+			failed = true;
+		}
+		PG_END_TRY();
+		if (failed)
+			return;
+	}
+	memset(&spec, 0, sizeof(spec));
+	spec.kind = SBX_KIND_SNAPSHOT;
+	spec.source = source;
+	spec.schema_only = schema_only;
+	spec.locale = &locale;
+	sbx_clone_start(j, slot, serial, by, &spec);
+}
+
+/*
+ * Serve a request about snapshots: snapshot() records the plan and starts a
+ * build its caller waits for; the others change the plan or retire
+ * snapshots and are answered at once.
+ */
+static void
+sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
+	SbxRequest	outcome;
+	bool		failed = false;
+
+	memset(&outcome, 0, sizeof(outcome));
+	PG_TRY();
+	{
+		if (req->kind == SBX_REQ_DROP_SNAPSHOT)
+			sbx_retire_snapshots(&by, req->source, req->both_kinds, req->schema_only);
+		else
+			sbx_plan_update(&by, req);
+	}
+	PG_CATCH();
+	{
+		sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
+		failed = true;
+	}
+	PG_END_TRY();
+	if (failed)
+		return;
+	if (req->kind == SBX_REQ_SNAPSHOT)
+		sbx_start_snapshot(j, slot, req->serial, &by, req->source, req->schema_only,
+						   &req->locale);
+	else
+		(void) sbx_queue_answer(slot, req->serial, &outcome);
+}
+
+/*
  * Serve pending requests in the order they came: drops and extends at once,
  * clones while fewer than max_concurrent_clones run.
  */
@@ -501,17 +702,13 @@ sbx_serve_requests(bool ready, int running)
 											sbx_database),
 								   NULL);
 		else if (req.kind == SBX_REQ_CLONE)
-		{
-			SbxActor	by = {req.caller, req.caller_is_admin, req.actor};
-			SbxCloneSpec spec = {req.source, req.schema_only, req.ttl_secs, req.labels,
-			&req.locale};
-
-			sbx_clone_start(j, slot, req.serial, &by, &spec);
-			if (sbx_jobs[j].handle != NULL)
-				running++;
-		}
-		else
+			sbx_serve_clone(j, slot, &req);
+		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND)
 			sbx_serve_drop(slot, &req, true);
+		else
+			sbx_serve_snapshot_request(j, slot, &req);
+		if (j >= 0 && sbx_jobs[j].handle != NULL)
+			running++;
 		sbx_serving_slot = -1;
 	}
 	list_free(pending);
@@ -631,9 +828,101 @@ sbx_reconcile_step(void)
 	return false;
 }
 
+static long
+sbx_upkeep_interval(void)
+{
+	return 1000L;
+}
+
+/* Clone jobs running now, and how many of them no caller waits for. */
+static int
+sbx_running_jobs(int *background)
+{
+	int			running = 0;
+
+	*background = 0;
+	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
+	{
+		if (sbx_jobs[j].handle == NULL)
+			continue;
+		running++;
+		if (sbx_shared->jobs[j].request < 0)
+			(*background)++;
+	}
+	return running;
+}
+
+/*
+ * The upkeep of snapshots and pools, one piece a step: drop a snapshot that
+ * serves no more or a stale pool member; else, if a clone job is free for
+ * it, start a scheduled snapshot build or fill a pool (building its
+ * snapshot first if it has none).  Builds and fills leave one clone job for
+ * callers, unless only one is allowed.
+ */
+static bool
+sbx_upkeep_step(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		more = false;
+	int			background;
+	int			running = sbx_running_jobs(&background);
+	int			j;
+	char		source[NAMEDATALEN];
+	bool		schema_only;
+	bool		need_snapshot;
+
+	if (!sbx_catalog_current)
+		return false;			/* waits for ALTER EXTENSION UPDATE */
+	PG_TRY();
+	{
+		if (sbx_drop_one_retired() || sbx_pool_drop_one_stale())
+			more = true;
+		else if (running < sbx_max_concurrent_clones &&
+				 background < Max(1, sbx_max_concurrent_clones - 1) &&
+				 (j = sbx_free_clone_job()) >= 0)
+		{
+			if (sbx_next_scheduled_build(source, &schema_only))
+			{
+				sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source, schema_only, NULL);
+				more = true;
+			}
+			else if (sbx_pool_next_fill(source, &schema_only, &need_snapshot))
+			{
+				SbxSnapshotRef snapshot;
+
+				if (need_snapshot)
+					sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source, schema_only, NULL);
+				else if (sbx_current_snapshot(source, schema_only, &snapshot))
+				{
+					SbxCloneSpec spec;
+
+					memset(&spec, 0, sizeof(spec));
+					spec.kind = SBX_KIND_POOL;
+					spec.source = source;
+					spec.schema_only = schema_only;
+					spec.snapshot = &snapshot;
+					sbx_clone_start(j, -1, 0, &sbx_worker_actor, &spec);
+				}
+				more = true;
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not look after snapshots and pools"),
+				 errdetail_internal("%s", edata->message)));
+	}
+	PG_END_TRY();
+	return more;
+}
+
 static SbxTimer sbx_timers[] = {
 	{sbx_reap_interval, sbx_reap_step, 0, false},
 	{sbx_reconcile_interval, sbx_reconcile_step, 0, false},
+	{sbx_upkeep_interval, sbx_upkeep_step, 0, false},
 };
 #define SBX_TIMER_RECONCILE 1
 
@@ -676,13 +965,18 @@ sbx_run_timers(void)
  * ------------------------------------------------------------------------
  */
 
+/*
+ * Whether the extension is installed, and (in *current) whether its catalog
+ * is at least this library's, with snapshots and pools.
+ */
 static bool
-sbx_extension_installed(void)
+sbx_extension_installed(bool *current)
 {
 	bool		installed;
 
 	StartTransactionCommand();
 	installed = OidIsValid(get_extension_oid("pgsandbox", true));
+	*current = installed && sbx_catalog_has_kinds();
 	CommitTransactionCommand();
 	return installed;
 }
@@ -817,7 +1111,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		ready = sbx_extension_installed();
+		ready = sbx_extension_installed(&sbx_catalog_current);
 		MemoryContextSwitchTo(loop_cxt);
 		if (ready && !reconciled)
 		{

@@ -124,7 +124,10 @@ is( join(', ', sort keys %$d),
 		'source "src" can be dumped',
 		'pg_hba.conf asks sandbox roles for their password',
 		'every sandbox database is tracked',
-		'every ready sandbox has its database'),
+		'every ready sandbox has its database',
+		'every sandbox role is tracked',
+		'every snapshot is locked',
+		'pools are full'),
 	'doctor() runs every check');
 like($d->{'source "src" can be dumped'}{detail}, qr/runs PostgreSQL 15/, 'the source\'s server version is read');
 like($d->{'pg_dump found'}{detail}, qr{/pg_dump, version 15}, 'pg_dump\'s version is read');

@@ -131,13 +131,18 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 		'0', "from $from: and its database is gone");
 	($rc, $out, $err) = sandbox_psql($node, $dev, "SELECT name FROM pgsandbox.clone('shop')");
 	is($rc, 0, "from $from: a new clone works after the update") or diag $err;
+	$node->safe_psql('postgres', "SELECT pgsandbox.snapshot('shop', schema_only => true)");
+	my $copy = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('shop')");
+	is($node->safe_psql('postgres', "SELECT method FROM pgsandbox.sandboxes WHERE name = '$copy'"),
+		'snapshot', "from $from: and so does a clone copied from a snapshot");
 
-	# a dump of the admin database now keeps the grants too
+	# a dump of the admin database now keeps the grants and the snapshot
+	# plans too
 	my $dump = $node->safe_psql('postgres', q{
 SELECT string_agg(x::regclass::text, ',' ORDER BY 1) FROM pg_extension, unnest(extconfig) x
  WHERE extname = 'pgsandbox'});
-	is($dump, 'pgsandbox.source,pgsandbox.source_grant',
-		"from $from: the sources and their grants are kept by pg_dump");
+	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan',
+		"from $from: the sources, their grants and snapshot plans are kept by pg_dump");
 	$node->stop;
 }
 

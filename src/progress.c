@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * progress.c
+ *	  _progress(): the clones, snapshot builds and pool fills under way, for
+ *	  the progress view.
+ *
+ * Requests still waiting in the queue are 'queued'.  A running clone job's
+ * phase is what the lifecycle worker and the clone worker last recorded in
+ * shared memory.  done is what the new database has grown by since it was
+ * created empty, total what it is expected to grow by (to the size of the
+ * source's database, or of the snapshot copied), both in bytes; a dump and
+ * restore builds indexes last, so done moves in steps.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(pgsandbox_progress);
+
+#define SBX_PROGRESS_COLS 8
+
+/*
+ * _progress() RETURNS TABLE(name text, source text, kind text, phase text,
+ *	 done bigint, total bigint, started_at timestamptz, owner_oid oid)
+ */
+Datum
+pgsandbox_progress(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SbxProgress *jobs;
+	SbxRequest *queued;
+	int			nqueued = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	(void) sbx_queue_attach();
+
+	/* copy what is needed under the lock, then build rows without it */
+	jobs = palloc(sizeof(SbxProgress) * SBX_MAX_CLONE_JOBS);
+	queued = palloc(sizeof(SbxRequest) * sbx_shared->nrequests);
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	memcpy(jobs, sbx_shared->progress, sizeof(SbxProgress) * SBX_MAX_CLONE_JOBS);
+	for (int i = 0; i < sbx_shared->nrequests; i++)
+	{
+		SbxRequest *req = &sbx_shared->requests[i];
+
+		if (req->state == SBX_SLOT_PENDING && !req->abandoned &&
+			SBX_REQ_NEEDS_JOB(req->kind))
+		{
+			SbxRequest *q = &queued[nqueued++];
+
+			q->kind = req->kind;
+			q->caller = req->caller;
+			q->serial = req->serial;
+			strlcpy(q->source, req->source, sizeof(q->source));
+		}
+	}
+	LWLockRelease(sbx_shared->lock);
+
+	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
+	{
+		SbxProgress *p = &jobs[j];
+		Datum		values[SBX_PROGRESS_COLS];
+		bool		nulls[SBX_PROGRESS_COLS] = {0};
+
+		if (!p->active)
+			continue;
+		values[0] = CStringGetTextDatum(p->name);
+		nulls[0] = (p->name[0] == '\0');
+		values[1] = CStringGetTextDatum(p->source);
+		values[2] = CStringGetTextDatum(sbx_kind_names[p->kind]);
+		values[3] = CStringGetTextDatum(sbx_phase_names[p->phase]);
+		/* the database may be gone by now: its size is then unknown */
+		nulls[4] = true;
+		if (OidIsValid(p->dboid) && p->phase != SBX_PHASE_COPYING &&
+			SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(p->dboid)))
+		{
+			int64		size = DatumGetInt64(DirectFunctionCall1(pg_database_size_oid,
+																 ObjectIdGetDatum(p->dboid)));
+
+			values[4] = Int64GetDatum(Max(size - p->base, 0));
+			nulls[4] = false;
+		}
+		values[5] = Int64GetDatum(Max(p->total - p->base, 0));
+		nulls[5] = (p->total < 0);
+		values[6] = TimestampTzGetDatum(p->started);
+		values[7] = ObjectIdGetDatum(p->owner);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	for (int i = 0; i < nqueued; i++)
+	{
+		Datum		values[SBX_PROGRESS_COLS];
+		bool		nulls[SBX_PROGRESS_COLS] = {true, false, false, false, true, true, true, false};
+
+		values[1] = CStringGetTextDatum(queued[i].source);
+		values[2] = CStringGetTextDatum(queued[i].kind == SBX_REQ_SNAPSHOT ? "snapshot" : "sandbox");
+		values[3] = CStringGetTextDatum(sbx_phase_names[SBX_PHASE_QUEUED]);
+		values[7] = ObjectIdGetDatum(queued[i].caller);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
