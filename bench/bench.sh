@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
-# bench.sh: time pgsandbox.clone() against the pg_dump | pg_restore pipeline
-# it wraps, run by hand, and against CREATE DATABASE ... TEMPLATE, on a
-# throwaway PostgreSQL 15 cluster.  See bench/README.md.
+# bench.sh: time pgsandbox.clone() (a dump of the live source, a copy of
+# the source's snapshot, a hand-out from its pool) against the pg_dump |
+# pg_restore pipeline it wraps, run by hand, and against CREATE DATABASE ...
+# TEMPLATE, on a throwaway PostgreSQL 15 cluster.  See bench/README.md.
 #
 # Run as root on a Debian 12 machine, it installs the packages it needs,
 # builds and installs pgsandbox (unless SKIP_BUILD=1), and runs the server
@@ -17,6 +18,8 @@
 #   SOURCES="pgbench many many_ext"   sources to measure; pgbench_ext (the
 #                     pgbench source plus an extension) may be added
 #   MODES="schema data"               schema only, and schema with data
+#   COPY_STRATEGY=wal_log  pgsandbox.copy_strategy for snapshot copies
+#                     (wal_log or file_copy)
 #   SKIP_BUILD=0      1: do not build and install the extension
 #   PGBIN=/usr/lib/postgresql/15/bin  server and client programs
 #   BENCH_TMPDIR=/tmp where the cluster's temporary directory is made
@@ -37,6 +40,7 @@ BENCH_PORT=${BENCH_PORT:-5510}
 SOURCES=${SOURCES:-pgbench many many_ext}
 MODES=${MODES:-schema data}
 SKIP_BUILD=${SKIP_BUILD:-0}
+COPY_STRATEGY=${COPY_STRATEGY:-wal_log}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/tmp}
 OUTDIR=${OUTDIR:-$bench/out}
@@ -55,6 +59,7 @@ done
 for m in $MODES; do
 	case $m in schema | data) ;; *) die "unknown mode \"$m\" in MODES" ;; esac
 done
+case $COPY_STRATEGY in wal_log | file_copy) ;; *) die "COPY_STRATEGY must be wal_log or file_copy" ;; esac
 
 trap 'echo "bench.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -156,6 +161,7 @@ maintenance_work_mem = 256MB
 max_wal_size = 4GB
 checkpoint_timeout = 30min
 autovacuum = off
+pgsandbox.copy_strategy = $COPY_STRATEGY
 EOF
 started=1	# from here on, stop whatever pg_ctl may have started
 as_pg pg_ctl -D "$data" -l "$tmp/server.log" -w -t 120 start >/dev/null
@@ -174,7 +180,7 @@ say "pgsandbox clone benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 say "machine:    $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) memory, kernel $(uname -r)"
 say "postgres:   $(psql_pg -c 'SELECT version()')"
 say "pgsandbox:  tree at commit $commit, $build; $so installed $so_time"
-say "settings:   SCALE=$SCALE RUNS=$RUNS NTABLES=$NTABLES BENCH_PORT=$BENCH_PORT SOURCES=\"$SOURCES\" MODES=\"$MODES\""
+say "settings:   SCALE=$SCALE RUNS=$RUNS NTABLES=$NTABLES BENCH_PORT=$BENCH_PORT SOURCES=\"$SOURCES\" MODES=\"$MODES\" COPY_STRATEGY=$COPY_STRATEGY"
 say "server:     $(psql_pg -c "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'maintenance_work_mem', 'max_wal_size', 'checkpoint_timeout', 'wal_level', 'fsync', 'synchronous_commit', 'autovacuum', 'max_worker_processes')")"
 say "cluster:    $data (socket $sock)"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -241,17 +247,55 @@ for s in $SOURCES; do
 done
 say ""
 
-# --- the three methods -----------------------------------------------------
+# --- snapshots ---------------------------------------------------------------
 
+# Every source's snapshot of each kind, taken before the runs (untimed by
+# the runs; the time of each build is reported).
+declare -A t_snapshot
+for s in $SOURCES; do
+	for m in $MODES; do
+		so=true
+		[ "$m" = data ] && so=false
+		t0=$(date +%s%N)
+		psql_pg -c "SELECT pgsandbox.snapshot('$s', schema_only => $so)" >/dev/null
+		t1=$(date +%s%N)
+		t_snapshot[$s/$m]=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f", ns / 1e9 }')
+		echo "snapshot of $s ($m) taken in ${t_snapshot[$s/$m]} s"
+	done
+done
+
+# --- the methods -------------------------------------------------------------
+
+so_of() { # mode
+	if [ "$1" = data ]; then echo false; else echo true; fi
+}
 # Each sets $copy to the database it made; its caller times it.
 do_pgsandbox() { # source mode
-	local so=true
-
-	[ "$2" = data ] && so=false
-	copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$1', schema_only => $so)")
+	copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$1', schema_only => $(so_of "$2"), fresh => true)")
 }
 drop_pgsandbox() {
 	psql_pg -c "SELECT pgsandbox.drop('$copy')" >/dev/null
+}
+do_snapshot() { # source mode
+	copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$1', schema_only => $(so_of "$2"))")
+}
+drop_snapshot() {
+	drop_pgsandbox
+}
+# the pool is made ready before the timed clone (prepare_pool) and removed
+# after the drop, so that its refill runs in no other timed step
+prepare_pool() { # source mode
+	psql_pg -c "SELECT pgsandbox.set_pool('$1', 1, schema_only => $(so_of "$2"))" >/dev/null
+	wait_for "pool of $1 ($2) to fill" \
+		"SELECT ready = 1 FROM pgsandbox.pools WHERE source = '$1' AND schema_only = $(so_of "$2")"
+}
+do_pool() { # source mode
+	copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$1', schema_only => $(so_of "$2"))")
+}
+drop_pool() {
+	drop_pgsandbox
+	psql_pg -c "SELECT pgsandbox.set_pool('$s', 0, schema_only => $(so_of "$m"))" >/dev/null
+	wait_for "pool of $s ($m) to empty" "SELECT count(*) = 0 FROM pgsandbox.progress"
 }
 do_manual() { # source mode run
 	local flag=""
@@ -276,8 +320,20 @@ drop_template() {
 	psql_pg -c "DROP DATABASE $copy"
 }
 
+# Wait (up to 10 minutes) until a query returns true.
+wait_for() { # what query
+	local _
+
+	for _ in $(seq 1 6000); do
+		[ "$(psql_pg -c "$2")" = t ] && return 0
+		sleep 0.1
+	done
+	die "gave up waiting for the $1"
+}
+
 # Before each timed step: no session left on the source (CREATE DATABASE
-# ... TEMPLATE needs that), and no dirty buffers left by the step before.
+# ... TEMPLATE needs that), no work of the worker's under way, and no dirty
+# buffers left by the step before.
 quiesce() { # source
 	local _
 
@@ -285,6 +341,7 @@ quiesce() { # source
 		[ "$(psql_pg -c "SELECT count(*) FROM pg_stat_activity WHERE datname = '${srcdb[$1]}'")" = 0 ] && break
 		sleep 0.1
 	done
+	wait_for "worker to be idle" "SELECT count(*) = 0 FROM pgsandbox.progress"
 	psql_pg -c CHECKPOINT
 }
 
@@ -327,7 +384,8 @@ for m in $MODES; do
 	for r in $(seq 1 "$RUNS"); do
 		for s in $SOURCES; do
 			line="${label[$s]}, $(modename "$m"), run $r/$RUNS:"
-			for method in pgsandbox manual template; do
+			for method in pgsandbox snapshot pool manual template; do
+				[ "$method" = pool ] && prepare_pool "$s" "$m"
 				quiesce "$s"
 				t0=$(now_ns)
 				"do_$method" "$s" "$m" "$r"
@@ -338,6 +396,13 @@ for m in $MODES; do
 					want=${expect_data[$s]}
 				else
 					want=${expect_schema[$s]}
+				fi
+				if [ "$method" != manual ] && [ "$method" != template ]; then
+					want_method=dump
+					[ "$method" = pgsandbox ] || want_method=$method
+					got_method=$(psql_pg -c "SELECT method FROM pgsandbox.sandboxes WHERE name = '$copy'")
+					[ "$got_method" = "$want_method" ] ||
+						die "a $method clone of $s ($m) was served by \"$got_method\""
 				fi
 				if [ "$method" = pgsandbox ]; then
 					t_server[$s/$m]+=" $(psql_pg -c "SELECT round(extract(epoch FROM ready_at - created_at), 3) FROM pgsandbox.sandbox WHERE name = '$copy'")"
@@ -366,10 +431,43 @@ for m in $MODES; do
 	done
 done
 
-# pgsandbox leaves nothing behind
+# --- clones while a refresh runs --------------------------------------------
+
+# For the first source, with data if measured: the snapshot is retaken in the background
+# while snapshot clones are made one after another; their times are set
+# against the same clones made idle (the runs above).
+rs=${SOURCES%% *}
+rm_=${MODES%% *}
+[[ " $MODES " == *" data "* ]] && rm_=data
+refresh_times=()
+quiesce "$rs"
+as_pg psql -X -q -c "SELECT pgsandbox.snapshot('$rs', schema_only => $(so_of "$rm_"))" >/dev/null &
+refresh_pid=$!
+while kill -0 "$refresh_pid" 2>/dev/null || [ ${#refresh_times[@]} -lt "$RUNS" ]; do
+	building=$(psql_pg -c "SELECT count(*) FROM pgsandbox.progress WHERE kind = 'snapshot'")
+	t0=$(now_ns)
+	do_snapshot "$rs" "$rm_"
+	t1=$(now_ns)
+	[ "$building" = 1 ] && refresh_times+=("$(secs $((t1 - t0)))")
+	drop_snapshot
+	[ ${#refresh_times[@]} -ge $((RUNS * 4)) ] && break
+	if ! kill -0 "$refresh_pid" 2>/dev/null; then
+		[ ${#refresh_times[@]} -ge "$RUNS" ] && break
+		# the refresh ended before enough clones: start another
+		wait "$refresh_pid" || die "the refresh of $rs failed"
+		as_pg psql -X -q -c "SELECT pgsandbox.snapshot('$rs', schema_only => $(so_of "$rm_"))" >/dev/null &
+		refresh_pid=$!
+	fi
+done
+wait "$refresh_pid" || die "the refresh of $rs failed"
+
+# pgsandbox leaves nothing behind but the snapshots
+psql_pg -c "SELECT pgsandbox.drop_snapshot(name) FROM pgsandbox.sources" >/dev/null
+wait_for "snapshots to be dropped" \
+	"SELECT count(*) = 0 FROM pgsandbox.sandbox WHERE status NOT IN ('dropped', 'failed')"
 left=$(psql_pg -c "SELECT count(*) FROM pg_database WHERE datname LIKE 'sbx\_%' OR datname LIKE 'bench\_%'")
 [ "$left" = 0 ] || die "$left copies are left in the cluster after their drops"
-left=$(psql_pg -c "SELECT count(*) FROM pgsandbox.sandbox WHERE status <> 'dropped'")
+left=$(psql_pg -c "SELECT count(*) FROM pgsandbox.sandbox WHERE status NOT IN ('dropped')")
 [ "$left" = 0 ] || die "$left sandboxes are not marked dropped"
 
 # --- results ---------------------------------------------------------------
@@ -394,9 +492,34 @@ for s in $SOURCES; do
 		say "$(printf '%-32s %10s %10s %10s %11s %11s' "${label[$s]}, $(modename "$m")" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")")"
 	done
 done
-say "  pgsandbox: SELECT name FROM pgsandbox.clone(...) from psql, through the worker, as a new role"
+say "  pgsandbox: SELECT name FROM pgsandbox.clone(..., fresh => true) from psql: a dump of the live"
+say "             source, through the worker, as a new role"
 say "  manual:    createdb + pg_dump -Fc | pg_restore --single-transaction, as superuser"
 say "  template:  CREATE DATABASE ... TEMPLATE source; it always copies the data, schema-only case or not"
+
+say ""
+say "Fast clones: median seconds of a clone copied from the source's snapshot and of one handed out"
+say "from its pool, as ratios of the manual pipeline (the issue's targets: at most 0.35 and 0.02)"
+say "$(printf '%-32s %10s %10s %10s %11s %11s %10s' case snapshot pool manual snap/manual pool/manual snap-build)"
+for s in $SOURCES; do
+	for m in $MODES; do
+		a=${med_c[$s/$m/snapshot]}
+		b=${med_c[$s/$m/pool]}
+		c=${med_c[$s/$m/manual]}
+		say "$(printf '%-32s %10s %10s %10s %11s %11s %10s' "${label[$s]}, $(modename "$m")" "$a" "$b" "$c" \
+			"$(ratio "$a" "$c")" "$(ratio "$b" "$c")" "${t_snapshot[$s/$m]}")"
+	done
+done
+say "  snapshot:   clone() copying the snapshot (CREATE DATABASE ... TEMPLATE, STRATEGY $(psql_pg -c "SHOW pgsandbox.copy_strategy"), REASSIGN OWNED)"
+say "  pool:       clone() handing out a ready pool member (a new password, catalog updates)"
+say "  snap-build: seconds snapshot() took to build the snapshot before the runs, once"
+idle=${med_c[$rs/$rm_/snapshot]}
+# shellcheck disable=SC2068
+busy=$(median ${refresh_times[@]})
+say ""
+say "Snapshot clones of ${label[$rs]}, $(modename "$rm_") while a refresh of the same snapshot runs:"
+say "  ${#refresh_times[@]} clones, median $busy s (spread $(spread "${refresh_times[@]}")), idle median $idle s,"
+say "  ratio $(ratio "$busy" "$idle") (the issue's target: at most 2)"
 
 say ""
 say "Spread over the $RUNS runs (min-max seconds), and the median of the per-run ratio pgsandbox/manual"

@@ -256,6 +256,7 @@ extern void sbx_probe_source_locale(const char *source, SbxLocale *locale);
 /* the lifecycle worker's half */
 extern List *sbx_queue_pending(void);
 extern bool sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy);
+extern void sbx_queue_untake(int slot, uint64 serial);
 extern bool sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome);
 extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
 								   const char *message, const char *detail);
@@ -368,6 +369,7 @@ extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* snapshots of sources and their schedules (snapshot.c) */
+extern bool sbx_snapshots_in_use(void);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);

@@ -273,6 +273,21 @@ sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy)
 }
 
 /*
+ * Put a request taken by sbx_queue_take back, pending, as if it had not
+ * been taken: a clone that found no pool member waits for a clone job.
+ */
+void
+sbx_queue_untake(int slot, uint64 serial)
+{
+	SbxRequest *req = &sbx_shared->requests[slot];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (req->serial == serial && req->state == SBX_SLOT_RUNNING)
+		req->state = SBX_SLOT_PENDING;
+	LWLockRelease(sbx_shared->lock);
+}
+
+/*
  * Write the outcome of the request (slot, serial) and wake its caller.  A
  * request whose caller left is freed instead, and one that is no longer in
  * its slot is not touched.  'outcome' carries the result fields.  Returns

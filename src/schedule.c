@@ -1,60 +1,99 @@
 /*-------------------------------------------------------------------------
  *
  * schedule.c
- *	  Snapshot schedules: parse one, and find its next run.
+ *	  Snapshot schedules: reading one, and finding when it next runs.
  *
- * A schedule is either an interval, "N seconds" or "N minutes" (1 to 86400
- * seconds), run N seconds after the previous run, or a cron expression of
- * five fields, read in UTC as pg_cron reads them:
+ * A schedule is either an interval or a cron expression.  An interval is
+ * "N seconds" or "N minutes" (singular "second" and "minute" too, in any
+ * case), of 1 to 86400 seconds (1440 minutes); it next runs that long after
+ * the moment it is asked about.
+ *
+ * A cron expression has five fields, separated by spaces or tabs, read as
+ * pg_cron and vixie cron read them, in UTC:
  *
  *		minute (0-59)  hour (0-23)  day of month (1-31)  month (1-12)
- *		day of week (0-7, 0 and 7 being Sunday)
+ *		day of week (0-7, 0 and 7 both being Sunday)
  *
- * Each field is a comma-separated list of items; an item is '*', a number
- * or a range "a-b", optionally followed by a step "/n" ("a/n" meaning from a
- * to the field's maximum).  Months and days of the week may be named by
- * their first three letters (jan, mon).  As in cron, when both the day of
- * the month and the day of the week are restricted (neither begins with
- * '*'), a day matches if either does.  @yearly (@annually), @monthly,
- * @weekly, @daily (@midnight) and @hourly stand for their usual expressions.
+ * A field is a comma-separated list of items.  An item is '*', a number or
+ * a range "a-b", and may end in a step "/n": after '*' the step takes every
+ * n-th value of the field, after a range every n-th value from a to b, and
+ * after a single number a every n-th value from a to the field's maximum.
+ * Months and days of the week may also be named by their first three
+ * letters (jan, mon; case does not matter), in ranges too ("mon-fri").  As
+ * in cron, when both the day of the month and the day of the week are
+ * restricted (neither field begins with '*'), a day matches if either of
+ * them does; otherwise it must match both.
+ *
+ * The shorthands @yearly (or @annually), @monthly, @weekly, @daily (or
+ * @midnight) and @hourly stand for "0 0 1 1 *", "0 0 1 * *", "0 0 * * 0",
+ * "0 0 * * *" and "0 * * * *".
+ *
+ * A bad schedule, including a cron expression that names no day that
+ * exists (such as February 30), is an error that says what is wrong.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <ctype.h>
-
+#include "common/int.h"
+#include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "pgsandbox.h"
+#include "port/pg_bitutils.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_next_run);
 
+/*
+ * How many years ahead a cron schedule's next run is looked for.  A
+ * schedule that passes sbx_schedule_parse() always runs again, but not
+ * always soon: one for January 1 whose day of week begins with '*' but is
+ * stepped to Sundays only waits up to 12 years, and one for a February 29
+ * that must be a Sunday up to 40.
+ */
+#define SCHEDULE_SEARCH_YEARS	50
+
+/* the largest interval, in seconds */
+#define SCHEDULE_MAX_INTERVAL	SECS_PER_DAY
+
 /* one of the five fields of a cron expression */
-typedef struct SbxCronField
+typedef struct CronField
 {
-	const char *name;
+	const char *name;			/* for messages: "day of month" */
+	const char *label;			/* the same, capitalized */
 	int			min;
 	int			max;
 	const char *const *names;	/* names of min, min + 1, ..., or NULL */
-} SbxCronField;
+} CronField;
 
-static const char *const sbx_month_names[] = {"jan", "feb", "mar", "apr", "may", "jun",
-"jul", "aug", "sep", "oct", "nov", "dec", NULL};
-static const char *const sbx_day_names[] = {"sun", "mon", "tue", "wed", "thu", "fri",
-"sat", NULL};
-
-static const SbxCronField sbx_cron_fields[5] = {
-	{"minute", 0, 59, NULL},
-	{"hour", 0, 23, NULL},
-	{"day of month", 1, 31, NULL},
-	{"month", 1, 12, sbx_month_names},
-	{"day of week", 0, 7, sbx_day_names},
+static const char *const month_names[] = {
+	"jan", "feb", "mar", "apr", "may", "jun",
+	"jul", "aug", "sep", "oct", "nov", "dec", NULL
 };
 
-static const char *const sbx_cron_shorthands[][2] = {
+static const char *const weekday_names[] = {
+	"sun", "mon", "tue", "wed", "thu", "fri", "sat", NULL
+};
+
+#define CRON_FIELDS		5
+
+static const CronField cron_fields[CRON_FIELDS] = {
+	{"minute", "Minute", 0, 59, NULL},
+	{"hour", "Hour", 0, 23, NULL},
+	{"day of month", "Day of month", 1, 31, NULL},
+	{"month", "Month", 1, 12, month_names},
+	{"day of week", "Day of week", 0, 7, weekday_names},
+};
+
+/* the shorthands, and the expressions they stand for */
+static const struct
+{
+	const char *name;
+	const char *expression;
+}			cron_shorthands[] = {
 	{"@yearly", "0 0 1 1 *"},
 	{"@annually", "0 0 1 1 *"},
 	{"@monthly", "0 0 1 * *"},
@@ -64,360 +103,563 @@ static const char *const sbx_cron_shorthands[][2] = {
 	{"@hourly", "0 * * * *"},
 };
 
-static void pg_attribute_noreturn()
-sbx_schedule_error(const char *text, const char *detail)
+static void schedule_error(const char *text, const char *fmt,...)
+			pg_attribute_printf(2, 3) pg_attribute_noreturn();
+static bool parse_interval(const char *text, SbxSchedule *schedule);
+static void parse_cron(const char *text, const char *expression,
+					   SbxSchedule *schedule);
+static uint64 parse_cron_field(const char *text, const CronField *field,
+							   char *word);
+static uint64 parse_cron_item(const char *text, const CronField *field,
+							  const char *item);
+static int	parse_cron_value(const char *text, const CronField *field,
+							 const char *item, const char **p);
+static bool cron_has_day(const SbxSchedule *schedule);
+static bool cron_day_matches(const SbxSchedule *schedule,
+							 int year, int month, int day);
+static int	first_bit_from(uint64 bits, int from);
+
+/*
+ * Characters are told apart by hand rather than with <ctype.h>, whose
+ * answers for bytes beyond ASCII depend on the database's locale.
+ */
+static inline bool
+is_space(char c)
 {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
+		c == '\f' || c == '\v';
+}
+
+static inline bool
+is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static inline bool
+is_letter(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/*
+ * Report a bad schedule: the message names the schedule, the detail (a
+ * format string and its arguments) says what is wrong with it.
+ */
+static void
+schedule_error(const char *text, const char *fmt,...)
+{
+	StringInfoData detail;
+
+	initStringInfo(&detail);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&detail, _(fmt), args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&detail, needed);
+	}
+
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid schedule \"%s\"", text),
-			 errdetail_internal("%s", detail),
+			 errdetail_internal("%s", detail.data),
 			 errhint("Use a cron expression of five fields in UTC, such as '0 3 * * *', or 'N seconds' or 'N minutes'.")));
+	pg_unreachable();
 }
 
 /*
- * Read a number or a name of the field at *p, advancing *p.  Returns the
- * value; reports an error naming what is there otherwise.
- */
-static int
-sbx_cron_value(const char *text, const SbxCronField *field, const char **p)
-{
-	const char *start = *p;
-	int			value = 0;
-
-	if (isdigit((unsigned char) **p))
-	{
-		while (isdigit((unsigned char) **p))
-		{
-			value = value * 10 + (**p - '0');
-			if (value > 1000)
-				break;
-			(*p)++;
-		}
-		if (value < field->min || value > field->max)
-			sbx_schedule_error(text,
-							   psprintf("%c%s %d is out of range %d to %d.",
-										toupper((unsigned char) field->name[0]),
-										field->name + 1, value, field->min, field->max));
-		return value;
-	}
-	while (isalpha((unsigned char) **p))
-		(*p)++;
-	if (field->names != NULL && *p - start == 3)
-	{
-		for (int i = 0; field->names[i] != NULL; i++)
-		{
-			if (pg_strncasecmp(start, field->names[i], 3) == 0)
-				return field->min + i;
-		}
-	}
-	while (**p && **p != ',' && **p != '-' && **p != '/')
-		(*p)++;
-	sbx_schedule_error(text,
-					   psprintf("\"%s\" is not a number%s in the %s field.",
-								pnstrdup(start, Max(*p - start, 1)),
-								field->names ? " or a name" : "", field->name));
-}
-
-/*
- * Parse one field (a NUL-terminated word) into a bit set of allowed values.
- * *star is set if it begins with '*'.
- */
-static uint64
-sbx_cron_field(const char *text, const SbxCronField *field, const char *word,
-			   bool *star)
-{
-	uint64		bits = 0;
-	const char *p = word;
-
-	*star = (*p == '*');
-	for (;;)
-	{
-		int			lo;
-		int			hi;
-		int			step = 1;
-
-		if (*p == '*')
-		{
-			lo = field->min;
-			hi = field->max;
-			p++;
-		}
-		else
-		{
-			lo = hi = sbx_cron_value(text, field, &p);
-			if (*p == '-')
-			{
-				p++;
-				hi = sbx_cron_value(text, field, &p);
-				if (hi < lo)
-					sbx_schedule_error(text,
-									   psprintf("Range %d-%d of the %s field is backwards.",
-												lo, hi, field->name));
-			}
-		}
-		if (*p == '/')
-		{
-			const char *digits = ++p;
-
-			step = 0;
-			while (isdigit((unsigned char) *p) && step <= 1000)
-				step = step * 10 + (*p++ - '0');
-			if (p == digits)
-				sbx_schedule_error(text,
-								   psprintf("A step in the %s field needs a number after \"/\".",
-											field->name));
-			if (step == 0)
-				sbx_schedule_error(text,
-								   psprintf("Step 0 in the %s field must be positive.", field->name));
-			if (lo == hi)		/* "a/n": from a to the end */
-				hi = field->max;
-		}
-		for (int v = lo; v <= hi; v += step)
-			bits |= UINT64CONST(1) << v;
-		if (*p == '\0')
-			break;
-		if (*p != ',' || p[1] == '\0')
-			sbx_schedule_error(text,
-							   psprintf("Unexpected \"%c\" in the %s field.", *p, field->name));
-		p++;
-	}
-	return bits;
-}
-
-/* days in a month of a year */
-static int
-sbx_month_days(int year, int month)
-{
-	static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-
-	if (month == 2 && isleap(year))
-		return 29;
-	return days[month - 1];
-}
-
-/* Parse "N seconds" or "N minutes"; returns false if it is not that form. */
-static bool
-sbx_parse_interval(const char *text, SbxSchedule *schedule)
-{
-	const char *p = text;
-	int64		n = 0;
-	const char *unit;
-	size_t		len;
-
-	while (isspace((unsigned char) *p))
-		p++;
-	if (!isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p) && n <= 1000000)
-		n = n * 10 + (*p++ - '0');
-	if (!isspace((unsigned char) *p))
-		return false;
-	while (isspace((unsigned char) *p))
-		p++;
-	unit = p;
-	while (isalpha((unsigned char) *p))
-		p++;
-	len = p - unit;
-	while (isspace((unsigned char) *p))
-		p++;
-	if (*p != '\0' || len == 0)
-		return false;
-	if ((len == 6 || len == 7) && pg_strncasecmp(unit, "seconds", len) == 0)
-		;
-	else if ((len == 6 || len == 7) && pg_strncasecmp(unit, "minutes", len) == 0)
-		n *= 60;
-	else
-		sbx_schedule_error(text,
-						   psprintf("\"%s\" is not a unit of an interval schedule; it counts seconds or minutes.",
-									pnstrdup(unit, len)));
-	if (n < 1 || n > SECS_PER_DAY)
-		sbx_schedule_error(text, "An interval schedule counts 1 to 86400 seconds (1440 minutes).");
-	schedule->interval_secs = n;
-	return true;
-}
-
-/*
- * Parse a schedule; an invalid one is an error (22023) that says what is
- * wrong.
+ * Parse a schedule into *schedule.  A bad one is an error (22023) whose
+ * detail says what is wrong.
  */
 void
 sbx_schedule_parse(const char *text, SbxSchedule *schedule)
 {
-	char	   *copy;
-	char	   *words[6];
-	int			nwords = 0;
-	char	   *p;
-	uint64		bits[5];
-	bool		star[5];
-	bool		any_day = false;
+	const char *start = text;
 
-	memset(schedule, 0, sizeof(*schedule));
-	if (sbx_parse_interval(text, schedule))
+	memset(schedule, 0, sizeof(SbxSchedule));
+
+	if (parse_interval(text, schedule))
 		return;
 
-	copy = pstrdup(text);
-	for (p = copy; *p;)
+	/* a shorthand stands alone, spaces around it aside */
+	while (is_space(*start))
+		start++;
+	if (*start == '@')
 	{
-		while (isspace((unsigned char) *p))
+		const char *end = start;
+		const char *rest;
+
+		while (*end != '\0' && !is_space(*end))
+			end++;
+		rest = end;
+		while (is_space(*rest))
+			rest++;
+		if (*rest == '\0')
+		{
+			for (int i = 0; i < lengthof(cron_shorthands); i++)
+			{
+				const char *name = cron_shorthands[i].name;
+
+				if (strlen(name) == end - start &&
+					pg_strncasecmp(start, name, end - start) == 0)
+				{
+					parse_cron(text, cron_shorthands[i].expression, schedule);
+					return;
+				}
+			}
+			schedule_error(text,
+						   "\"%s\" is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly.",
+						   pnstrdup(start, end - start));
+		}
+	}
+
+	parse_cron(text, text, schedule);
+}
+
+/*
+ * If the text is an interval, "N seconds" or "N minutes", put it in
+ * *schedule and return true; an interval of a wrong unit or size is an
+ * error.  Return false for anything else: it may be a cron expression.
+ */
+static bool
+parse_interval(const char *text, SbxSchedule *schedule)
+{
+	const char *p = text;
+	int64		count = 0;
+	const char *unit;
+	int			unit_len;
+
+	while (is_space(*p))
+		p++;
+	if (!is_digit(*p))
+		return false;
+	for (; is_digit(*p); p++)
+	{
+		/* no need to count beyond what is too many already */
+		if (count <= SCHEDULE_MAX_INTERVAL)
+			count = count * 10 + (*p - '0');
+	}
+	while (is_space(*p))
+		p++;
+	unit = p;
+	while (is_letter(*p))
+		p++;
+	unit_len = p - unit;
+	while (is_space(*p))
+		p++;
+	if (unit_len == 0 || *p != '\0')
+		return false;
+
+	if ((unit_len == 6 || unit_len == 7) &&
+		pg_strncasecmp(unit, "seconds", unit_len) == 0)
+		;
+	else if ((unit_len == 6 || unit_len == 7) &&
+			 pg_strncasecmp(unit, "minutes", unit_len) == 0)
+		count *= SECS_PER_MINUTE;
+	else
+		schedule_error(text,
+					   "\"%s\" is not a unit of an interval schedule; it counts seconds or minutes.",
+					   pnstrdup(unit, unit_len));
+
+	if (count < 1 || count > SCHEDULE_MAX_INTERVAL)
+		schedule_error(text,
+					   "An interval schedule counts 1 to %d seconds (%d minutes).",
+					   SCHEDULE_MAX_INTERVAL, SCHEDULE_MAX_INTERVAL / SECS_PER_MINUTE);
+
+	schedule->interval_secs = count;
+	return true;
+}
+
+/*
+ * Parse a cron expression into *schedule.  'text' is the schedule as
+ * written, for messages; 'expression' is what it stands for.
+ */
+static void
+parse_cron(const char *text, const char *expression, SbxSchedule *schedule)
+{
+	char	   *copy = pstrdup(expression);
+	char	   *words[CRON_FIELDS];
+	int			nwords = 0;
+	uint64		bits[CRON_FIELDS];
+	char	   *p = copy;
+
+	/* split into words, ending each with a NUL */
+	for (;;)
+	{
+		while (is_space(*p))
 			*p++ = '\0';
 		if (*p == '\0')
 			break;
-		if (nwords < lengthof(words))
+		if (nwords < CRON_FIELDS)
 			words[nwords] = p;
 		nwords++;
-		while (*p && !isspace((unsigned char) *p))
+		while (*p != '\0' && !is_space(*p))
 			p++;
 	}
-	if (nwords == 1 && words[0][0] == '@')
-	{
-		for (int i = 0; i < lengthof(sbx_cron_shorthands); i++)
-		{
-			if (pg_strcasecmp(words[0], sbx_cron_shorthands[i][0]) == 0)
-			{
-				sbx_schedule_parse(sbx_cron_shorthands[i][1], schedule);
-				return;
-			}
-		}
-		sbx_schedule_error(text,
-						   psprintf("\"%s\" is not one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly.",
-									words[0]));
-	}
-	if (nwords != 5)
-		sbx_schedule_error(text,
-						   psprintf("A cron schedule has 5 fields (minute, hour, day of month, month, day of week); this one has %d.",
-									nwords));
+	if (nwords != CRON_FIELDS)
+		schedule_error(text,
+					   "A cron schedule has 5 fields (minute, hour, day of month, month, day of week); this one has %d.",
+					   nwords);
 
-	for (int i = 0; i < 5; i++)
-		bits[i] = sbx_cron_field(text, &sbx_cron_fields[i], words[i], &star[i]);
-	/* day of week 7 is Sunday */
+	for (int i = 0; i < CRON_FIELDS; i++)
+		bits[i] = parse_cron_field(text, &cron_fields[i], words[i]);
+
+	/* day of week 7 is Sunday, as 0 is */
 	if (bits[4] & (UINT64CONST(1) << 7))
 		bits[4] = (bits[4] | 1) & ~(UINT64CONST(1) << 7);
 
+	schedule->interval_secs = 0;
 	schedule->minutes = bits[0];
 	schedule->hours = (uint32) bits[1];
 	schedule->days = (uint32) bits[2];
 	schedule->months = (uint16) bits[3];
 	schedule->weekdays = (uint8) bits[4];
-	schedule->days_star = star[2];
-	schedule->weekdays_star = star[4];
+	schedule->days_star = (words[2][0] == '*');
+	schedule->weekdays_star = (words[4][0] == '*');
 
-	/*
-	 * With the day of the week not restricted, the days of the month must
-	 * exist in some allowed month (February 29 does, in leap years).
-	 */
-	if (!schedule->days_star && !schedule->weekdays_star)
-		return;
-	for (int m = 1; m <= 12 && !any_day; m++)
-	{
-		if (!(schedule->months & (1 << m)))
-			continue;
-		for (int d = 1; d <= sbx_month_days(2024, m); d++)
-		{
-			if (schedule->days & (UINT64CONST(1) << d))
-			{
-				any_day = true;
-				break;
-			}
-		}
-	}
-	if (!any_day)
-		sbx_schedule_error(text, "It names no day that exists in the months it allows.");
-}
+	if (!cron_has_day(schedule))
+		schedule_error(text, "It names no day that exists in the months it allows.");
 
-/* Does a day match the schedule's day fields? */
-static bool
-sbx_day_matches(const SbxSchedule *s, int year, int month, int day)
-{
-	bool		dom = (s->days & (UINT64CONST(1) << day)) != 0;
-	int			dow = j2day(date2j(year, month, day));
-	bool		wd = (s->weekdays & (1 << dow)) != 0;
-
-	if (!s->days_star && !s->weekdays_star)
-		return dom || wd;
-	return dom && wd;
+	pfree(copy);
 }
 
 /*
- * The first run of the schedule strictly after 'after': for a cron
- * schedule, at the start of a matching minute, in UTC.
+ * Parse one field, a comma-separated list of items, into the set of the
+ * values it allows: bit v for value v.  The list is split in place.
  */
-TimestampTz
-sbx_schedule_next(const SbxSchedule *s, TimestampTz after)
+static uint64
+parse_cron_field(const char *text, const CronField *field, char *word)
 {
-	struct pg_tm tm;
-	fsec_t		fsec;
-	TimestampTz result;
-	int			year_limit;
-
-	if (s->interval_secs > 0)
-		return after + s->interval_secs * USECS_PER_SEC;
-
-	if (timestamp2tm(after, NULL, &tm, &fsec, NULL, NULL) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range")));
-	/* the next whole minute */
-	tm.tm_sec = 0;
-	tm.tm_min++;
-	year_limit = tm.tm_year + 10;	/* every valid schedule matches within 8 */
+	uint64		bits = 0;
+	char	   *item = word;
 
 	for (;;)
 	{
-		/* carry over minutes, hours, days and months */
-		if (tm.tm_min > 59)
+		char	   *comma = strchr(item, ',');
+
+		if (comma != NULL)
+			*comma = '\0';
+		if (*item == '\0')
+			schedule_error(text, "An item of the %s field is empty.", field->name);
+		bits |= parse_cron_item(text, field, item);
+		if (comma == NULL)
+			break;
+		item = comma + 1;
+	}
+	return bits;
+}
+
+/*
+ * Parse one item of a field: '*', a value or a range "a-b", then maybe a
+ * step "/n".
+ */
+static uint64
+parse_cron_item(const char *text, const CronField *field, const char *item)
+{
+	const char *p = item;
+	int			lo;
+	int			hi;
+	int			step = 1;
+	bool		single = false;
+	uint64		bits = 0;
+
+	if (*p == '*')
+	{
+		lo = field->min;
+		hi = field->max;
+		p++;
+	}
+	else
+	{
+		lo = hi = parse_cron_value(text, field, item, &p);
+		single = true;
+		if (*p == '-')
 		{
-			tm.tm_min = 0;
-			tm.tm_hour++;
+			const char *first = item;
+
+			p++;
+			hi = parse_cron_value(text, field, item, &p);
+			single = false;
+			if (hi < lo)
+				schedule_error(text, "Range %s of the %s field is backwards.",
+							   pnstrdup(first, p - first), field->name);
 		}
-		if (tm.tm_hour > 23)
+	}
+
+	if (*p == '/')
+	{
+		const char *digits = ++p;
+
+		step = 0;
+		for (; is_digit(*p); p++)
 		{
-			tm.tm_hour = 0;
-			tm.tm_mday++;
+			/* a step beyond the field's span keeps only the first value */
+			if (step <= field->max)
+				step = step * 10 + (*p - '0');
 		}
-		if (tm.tm_mday > sbx_month_days(tm.tm_year, tm.tm_mon))
+		if (p == digits)
+			schedule_error(text, "A step in the %s field needs a number after \"/\".",
+						   field->name);
+		if (step == 0)
+			schedule_error(text, "Step 0 in the %s field must be positive.",
+						   field->name);
+		/* "a/n" runs from a to the end of the field */
+		if (single)
+			hi = field->max;
+	}
+
+	if (*p != '\0')
+		schedule_error(text, "Unexpected \"%s\" in item \"%s\" of the %s field.",
+					   p, item, field->name);
+
+	for (int v = lo; v <= hi; v += step)
+		bits |= UINT64CONST(1) << v;
+	return bits;
+}
+
+/*
+ * Read a number, or a name if the field has names, at *p in an item,
+ * advancing *p past it; return its value.
+ */
+static int
+parse_cron_value(const char *text, const CronField *field, const char *item,
+				 const char **p)
+{
+	const char *start = *p;
+	const char *end = start;
+	bool		digits = true;
+	char	   *word;
+
+	while (is_digit(*end) || is_letter(*end))
+	{
+		if (!is_digit(*end))
+			digits = false;
+		end++;
+	}
+	*p = end;
+	if (end == start)
+	{
+		if (*start == '\0')
+			schedule_error(text, "Item \"%s\" of the %s field ends too soon.",
+						   item, field->name);
+		schedule_error(text, "Unexpected \"%s\" in item \"%s\" of the %s field.",
+					   start, item, field->name);
+	}
+	word = pnstrdup(start, end - start);
+
+	if (digits)
+	{
+		int			value = 0;
+
+		for (const char *d = start; d < end && value <= field->max; d++)
+			value = value * 10 + (*d - '0');
+		if (value < field->min || value > field->max)
+			schedule_error(text, "%s %s is out of range %d to %d.",
+						   field->label, word, field->min, field->max);
+		pfree(word);
+		return value;
+	}
+
+	if (field->names == NULL)
+		schedule_error(text, "\"%s\" is not a number in the %s field.",
+					   word, field->name);
+	for (int i = 0; field->names[i] != NULL; i++)
+	{
+		if (pg_strcasecmp(word, field->names[i]) == 0)
 		{
-			tm.tm_mday = 1;
-			tm.tm_mon++;
+			pfree(word);
+			return field->min + i;
 		}
-		if (tm.tm_mon > 12)
+	}
+	schedule_error(text, "\"%s\" is not a number or a name in the %s field.",
+				   word, field->name);
+}
+
+/*
+ * Can the schedule's day fields ever match?  When either begins with '*',
+ * a day must match both, so some day of the month that it allows must exist
+ * in some month that it allows (February 29 exists, in leap years).  Such
+ * a date falls on every day of the week in the course of the years, so the
+ * day of week cannot keep it from running.  When both fields are
+ * restricted, any day of the week that they allow comes in every month.
+ */
+static bool
+cron_has_day(const SbxSchedule *schedule)
+{
+	if (!schedule->days_star && !schedule->weekdays_star)
+		return true;
+
+	for (int month = 1; month <= 12; month++)
+	{
+		/* bits 1 to the last day of the month, in a leap year */
+		uint64		days_of_month = (UINT64CONST(1) << (day_tab[1][month - 1] + 1)) - 2;
+
+		if ((schedule->months & (1 << month)) != 0 &&
+			(schedule->days & days_of_month) != 0)
+			return true;
+	}
+	return false;
+}
+
+/* Does a day match the schedule's day of month and day of week? */
+static bool
+cron_day_matches(const SbxSchedule *schedule, int year, int month, int day)
+{
+	bool		in_month = (schedule->days & ((uint32) 1 << day)) != 0;
+	int			weekday = j2day(date2j(year, month, day));	/* 0 is Sunday */
+	bool		in_week = (schedule->weekdays & (1 << weekday)) != 0;
+
+	if (schedule->days_star || schedule->weekdays_star)
+		return in_month && in_week;
+	return in_month || in_week;
+}
+
+/* The lowest bit set in 'bits' at or above 'from', or -1 if there is none. */
+static int
+first_bit_from(uint64 bits, int from)
+{
+	bits >>= from;
+	if (bits == 0)
+		return -1;
+	return from + pg_rightmost_one_pos64(bits);
+}
+
+/*
+ * The first run of a schedule strictly after 'after'.  An interval runs
+ * its length after 'after'; a cron schedule at the start of the first
+ * minute after 'after' that it allows, in UTC.  An infinite 'after' is
+ * returned as it is.
+ */
+TimestampTz
+sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after)
+{
+	struct pg_tm tt,
+			   *tm = &tt;
+	fsec_t		fsec;
+	int			year,
+				month,
+				day,
+				hour,
+				minute;
+	int			last_year;
+	TimestampTz result;
+
+	if (TIMESTAMP_NOT_FINITE(after))
+		return after;
+
+	if (schedule->interval_secs > 0)
+	{
+		if (pg_add_s64_overflow(after, schedule->interval_secs * USECS_PER_SEC,
+								&result) ||
+			!IS_VALID_TIMESTAMP(result))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("timestamp out of range")));
+		return result;
+	}
+
+	/* a NULL time zone gives the fields in UTC */
+	if (timestamp2tm(after, NULL, tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+
+	/* start at the next whole minute */
+	year = tm->tm_year;
+	month = tm->tm_mon;
+	day = tm->tm_mday;
+	hour = tm->tm_hour;
+	minute = tm->tm_min + 1;
+	last_year = year + SCHEDULE_SEARCH_YEARS;
+
+	/*
+	 * Each step either finds the minute that matches, or moves to the start
+	 * of the next month, day, hour or minute that may, skipping all of the
+	 * month, day or hour that cannot match.
+	 */
+	for (;;)
+	{
+		int			next;
+
+		/* carry what ran over into the next larger unit */
+		if (minute > 59)
 		{
-			tm.tm_mon = 1;
-			tm.tm_year++;
+			minute = 0;
+			hour++;
 		}
-		if (tm.tm_year > year_limit)
+		if (hour > 23)
+		{
+			hour = 0;
+			day++;
+		}
+		if (day > day_tab[isleap(year)][month - 1])
+		{
+			day = 1;
+			month++;
+		}
+		if (month > 12)
+		{
+			month = 1;
+			year++;
+		}
+		if (year > last_year)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("schedule has no run in the next ten years")));
+					 errmsg("schedule does not run in the %d years after %s",
+							SCHEDULE_SEARCH_YEARS, timestamptz_to_str(after))));
 
-		if (!(s->months & (1 << tm.tm_mon)))
+		if ((schedule->months & (1 << month)) == 0)
 		{
-			tm.tm_mon++;
-			tm.tm_mday = 1;
-			tm.tm_hour = 0;
-			tm.tm_min = 0;
+			month++;
+			day = 1;
+			hour = minute = 0;
 			continue;
 		}
-		if (!sbx_day_matches(s, tm.tm_year, tm.tm_mon, tm.tm_mday))
+		if (!cron_day_matches(schedule, year, month, day))
 		{
-			tm.tm_mday++;
-			tm.tm_hour = 0;
-			tm.tm_min = 0;
+			day++;
+			hour = minute = 0;
 			continue;
 		}
-		if (!(s->hours & ((uint32) 1 << tm.tm_hour)))
+
+		next = first_bit_from(schedule->hours, hour);
+		if (next < 0)
 		{
-			tm.tm_hour++;
-			tm.tm_min = 0;
+			day++;
+			hour = minute = 0;
 			continue;
 		}
-		if (!(s->minutes & (UINT64CONST(1) << tm.tm_min)))
+		if (next > hour)
 		{
-			tm.tm_min++;
+			hour = next;
+			minute = 0;
+		}
+
+		next = first_bit_from(schedule->minutes, minute);
+		if (next < 0)
+		{
+			hour++;
+			minute = 0;
 			continue;
 		}
+		minute = next;
 		break;
 	}
-	if (tm2timestamp(&tm, 0, NULL, &result) != 0)
+
+	memset(tm, 0, sizeof(*tm));
+	tm->tm_year = year;
+	tm->tm_mon = month;
+	tm->tm_mday = day;
+	tm->tm_hour = hour;
+	tm->tm_min = minute;
+	tm->tm_sec = 0;
+	if (tm2timestamp(tm, 0, NULL, &result) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range")));
@@ -425,13 +667,19 @@ sbx_schedule_next(const SbxSchedule *s, TimestampTz after)
 }
 
 /*
- * _next_run(schedule text, after timestamptz) RETURNS timestamptz
+ * _next_run(schedule text, after timestamptz) RETURNS timestamptz, STRICT
+ *
+ * The first run of a schedule after a moment.
  */
 Datum
 pgsandbox_next_run(PG_FUNCTION_ARGS)
 {
+	char	   *spec = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
 	SbxSchedule schedule;
 
-	sbx_schedule_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), &schedule);
-	PG_RETURN_TIMESTAMPTZ(sbx_schedule_next(&schedule, PG_GETARG_TIMESTAMPTZ(1)));
+	sbx_schedule_parse(spec, &schedule);
+	pfree(spec);
+
+	PG_RETURN_TIMESTAMPTZ(sbx_schedule_next(&schedule, after));
 }

@@ -34,6 +34,26 @@
 #include "utils/timestamp.h"
 
 /*
+ * Whether there is anything for the upkeep timer to look after: a plan, or
+ * a snapshot or pool member that is live.  One cheap query, so that a
+ * server without snapshots pays for no more.
+ */
+bool
+sbx_snapshots_in_use(void)
+{
+	bool		in_use;
+
+	sbx_xact_begin("pgsandbox: looking for snapshots and pools");
+	sbx_spi("SELECT 1 WHERE EXISTS (SELECT 1 FROM pgsandbox.snapshot_plan)"
+			"    OR EXISTS (SELECT 1 FROM pgsandbox.sandbox"
+			"                WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready'))",
+			SPI_OK_SELECT, 0, NULL);
+	in_use = (SPI_processed > 0);
+	sbx_xact_commit();
+	return in_use;
+}
+
+/*
  * The ready snapshot clones of (source, schema_only) copy now: the newest
  * one not retired, of a source that still exists.  Returns false if there
  * is none.

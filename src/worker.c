@@ -235,9 +235,10 @@ sbx_progress_end(int j)
  * Begin a clone using clone job j: make the catalog row, the role and the
  * database, then start the clone worker.  The request (slot, serial) waits
  * for it; slot is -1 for a clone that no caller waits for.  On failure the
- * clone is undone and the error goes to the request.
+ * clone is undone and the error goes to the request.  Returns whether the
+ * clone worker was started.
  */
-static void
+static bool
 sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 				const SbxCloneSpec *spec)
 {
@@ -284,9 +285,15 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 
 		if (job.sandbox_id > 0)
 			sbx_fail_clone_quietly(job.sandbox_id, edata->message, by->name);
+		if (slot < 0)
+			ereport(LOG,
+					(errmsg("could not start a %s of source \"%s\"",
+							sbx_kind_names[spec->kind], spec->source),
+					 errdetail_internal("%s", edata->message)));
 		sbx_answer_with(slot, serial, edata);
 	}
 	PG_END_TRY();
+	return sbx_jobs[j].handle != NULL;
 }
 
 /*
@@ -541,51 +548,72 @@ sbx_free_clone_job(void)
 }
 
 /*
- * Serve a clone: hand out a ready member of the source's pool, or start a
- * clone job that copies the source's current snapshot or, failing that or
- * with fresh, dumps the live source.
+ * Serve a clone from the source's pool if a member is ready.  Returns
+ * whether the request was answered (with a sandbox, or with an error); if
+ * not, *snapshot is filled with the source's current snapshot, when it has
+ * one (*have_snapshot).
+ */
+static bool
+sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
+			 bool *have_snapshot)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
+	bool		answered = false;
+	SbxRequest	outcome;
+
+	*have_snapshot = false;
+	if (req->fresh || !sbx_catalog_current)
+		return false;
+	memset(&outcome, 0, sizeof(outcome));
+	PG_TRY();
+	{
+		if (sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
+							 req->labels, &outcome))
+		{
+			answered = true;
+			if (!sbx_queue_answer(slot, req->serial, &outcome))
+			{
+				/* the caller left: no one has the new password */
+				(void) sbx_drop(outcome.result_name, &sbx_worker_actor, false,
+								false, "cleanup");
+			}
+		}
+		else
+			*have_snapshot = sbx_current_snapshot(req->source, req->schema_only,
+												  snapshot);
+	}
+	PG_CATCH();
+	{
+		sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
+		answered = true;
+	}
+	PG_END_TRY();
+	explicit_bzero(&outcome, sizeof(outcome));
+	return answered;
+}
+
+/*
+ * Serve a clone: hand out a ready member of the source's pool, or start
+ * clone job j, which copies the source's current snapshot or, failing that
+ * or with fresh, dumps the live source.  With no clone job free (j < 0),
+ * only a hand-out can serve it; otherwise it goes back to the queue.
  */
 static void
 sbx_serve_clone(int j, int slot, const SbxRequest *req)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
 	SbxSnapshotRef snapshot;
-	bool		have_snapshot = false;
-	bool		answered = false;
-	SbxRequest	outcome;
+	bool		have_snapshot;
 	SbxCloneSpec spec;
 
-	memset(&outcome, 0, sizeof(outcome));
-	if (!req->fresh && sbx_catalog_current)
-	{
-		PG_TRY();
-		{
-			if (sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
-								 req->labels, &outcome))
-			{
-				answered = true;
-				if (!sbx_queue_answer(slot, req->serial, &outcome))
-				{
-					/* the caller left: no one has the new password */
-					(void) sbx_drop(outcome.result_name, &sbx_worker_actor, false,
-									false, "cleanup");
-				}
-			}
-			else
-				have_snapshot = sbx_current_snapshot(req->source, req->schema_only,
-													 &snapshot);
-		}
-		PG_CATCH();
-		{
-			sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
-			answered = true;
-		}
-		PG_END_TRY();
-		explicit_bzero(&outcome, sizeof(outcome));
-	}
-	if (answered)
+	if (sbx_try_pool(slot, req, &snapshot, &have_snapshot))
 		return;
+	if (j < 0)
+	{
+		sbx_queue_untake(slot, req->serial);
+		return;
+	}
 
 	memset(&spec, 0, sizeof(spec));
 	spec.kind = SBX_KIND_SANDBOX;
@@ -595,7 +623,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.labels = req->labels;
 	spec.locale = &req->locale;
 	spec.snapshot = have_snapshot ? &snapshot : NULL;
-	sbx_clone_start(j, slot, req->serial, &by, &spec);
+	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
 }
 
 /*
@@ -604,7 +632,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
  * The source's encoding and locale are the caller's probe's, or else those
  * the plan recorded.
  */
-static void
+static bool
 sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
 				   const char *source, bool schema_only, const SbxLocale *probed)
 {
@@ -628,14 +656,14 @@ sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
 		}
 		PG_END_TRY();
 		if (failed)
-			return;
+			return false;
 	}
 	memset(&spec, 0, sizeof(spec));
 	spec.kind = SBX_KIND_SNAPSHOT;
 	spec.source = source;
 	spec.schema_only = schema_only;
 	spec.locale = &locale;
-	sbx_clone_start(j, slot, serial, by, &spec);
+	return sbx_clone_start(j, slot, serial, by, &spec);
 }
 
 /*
@@ -668,8 +696,8 @@ sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
 	if (failed)
 		return;
 	if (req->kind == SBX_REQ_SNAPSHOT)
-		sbx_start_snapshot(j, slot, req->serial, &by, req->source, req->schema_only,
-						   &req->locale);
+		(void) sbx_start_snapshot(j, slot, req->serial, &by, req->source,
+								  req->schema_only, &req->locale);
 	else
 		(void) sbx_queue_answer(slot, req->serial, &outcome);
 }
@@ -690,8 +718,14 @@ sbx_serve_requests(bool ready, int running)
 		int			j = running < sbx_max_concurrent_clones ? sbx_free_clone_job() : -1;
 		SbxRequest	req;
 
-		if (!sbx_queue_take(slot, !ready || j >= 0, &req))
+		/* with no clone job free, a clone may still be handed out */
+		if (!sbx_queue_take(slot, !ready || j >= 0 || sbx_catalog_current, &req))
 			continue;
+		if (ready && j < 0 && req.kind == SBX_REQ_SNAPSHOT)
+		{
+			sbx_queue_untake(slot, req.serial);
+			continue;
+		}
 
 		sbx_serving_slot = slot;
 		sbx_serving_serial = req.serial;
@@ -875,23 +909,25 @@ sbx_upkeep_step(void)
 		return false;			/* waits for ALTER EXTENSION UPDATE */
 	PG_TRY();
 	{
-		if (sbx_drop_one_retired() || sbx_pool_drop_one_stale())
+		if (!sbx_snapshots_in_use())
+			more = false;
+		else if (sbx_drop_one_retired() || sbx_pool_drop_one_stale())
 			more = true;
 		else if (running < sbx_max_concurrent_clones &&
 				 background < Max(1, sbx_max_concurrent_clones - 1) &&
 				 (j = sbx_free_clone_job()) >= 0)
 		{
+			/* a start that fails waits for the next interval */
 			if (sbx_next_scheduled_build(source, &schema_only))
-			{
-				sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source, schema_only, NULL);
-				more = true;
-			}
+				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
+										  schema_only, NULL);
 			else if (sbx_pool_next_fill(source, &schema_only, &need_snapshot))
 			{
 				SbxSnapshotRef snapshot;
 
 				if (need_snapshot)
-					sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source, schema_only, NULL);
+					more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
+											  schema_only, NULL);
 				else if (sbx_current_snapshot(source, schema_only, &snapshot))
 				{
 					SbxCloneSpec spec;
@@ -901,9 +937,8 @@ sbx_upkeep_step(void)
 					spec.source = source;
 					spec.schema_only = schema_only;
 					spec.snapshot = &snapshot;
-					sbx_clone_start(j, -1, 0, &sbx_worker_actor, &spec);
+					more = sbx_clone_start(j, -1, 0, &sbx_worker_actor, &spec);
 				}
-				more = true;
 			}
 		}
 	}

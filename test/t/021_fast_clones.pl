@@ -19,7 +19,8 @@ use PostgreSQL::Test::Utils;
 use SandboxTest;
 use Test::More;
 
-my $node = sandbox_node('fast', "pgsandbox.max_concurrent_clones = 3\nrestart_after_crash = on\n");
+my $node = sandbox_node('fast',
+	"pgsandbox.max_concurrent_clones = 3\npgsandbox.max_sandboxes_per_owner = 50\nrestart_after_crash = on\n");
 my $su = superuser_name();
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
@@ -260,6 +261,20 @@ ok( wait_until(
   or diag(sq(q{SELECT * FROM pgsandbox.progress}));
 finish_psql($h);
 is(sq(q{SELECT count(*) FROM pgsandbox.progress}), '0', 'nothing is in progress afterwards');
+
+# with every clone job busy, a pool member is still handed out at once
+my @busy = map {
+	start_psql($node, "dbname=postgres",
+		q{SELECT name FROM pgsandbox.clone('slow', schema_only => false, fresh => true)})
+} 1 .. 3;
+ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.progress WHERE phase = 'restoring'}) eq '3' }, 30),
+	'three slow clones take every clone job');
+my $hn = sq(q{SELECT name FROM pgsandbox.clone('plain')});
+is(sq(q{SELECT count(*) FROM pgsandbox.progress WHERE phase = 'restoring'}), '3',
+	'a clone is served while they all still run');
+is(sq(qq{SELECT method FROM pgsandbox.sandboxes WHERE name = '$hn'}), 'pool', 'from the pool');
+is((finish_psql($_))[0], 0, 'and each slow clone then finishes') for @busy;
+ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.progress}) eq '0' }, 60), 'the pool is refilled');
 
 # ---------------------------------------------------------------------
 # kill -9 and immediate shutdown mid-build and mid-fill
