@@ -461,6 +461,30 @@ while kill -0 "$refresh_pid" 2>/dev/null || [ ${#refresh_times[@]} -lt "$RUNS" ]
 done
 wait "$refresh_pid" || die "the refresh of $rs failed"
 
+# --- hand-outs within one session ------------------------------------------
+
+# The pool method above is timed from the shell, so it includes starting
+# psql (and runuser), which costs more than the hand-out itself.  Here
+# RUNS hand-outs of the last source and mode are timed by psql's \timing in
+# one session.
+hs=${SOURCES##* }
+hm=${MODES##* }
+psql_pg -c "SELECT pgsandbox.set_pool('$hs', $RUNS, schema_only => $(so_of "$hm"))" >/dev/null
+wait_for "pool of $hs ($hm) to fill" \
+	"SELECT ready = $RUNS FROM pgsandbox.pools WHERE source = '$hs' AND schema_only = $(so_of "$hm")"
+quiesce "$hs"
+session_times=()
+while read -r t; do
+	session_times+=("$t")
+done < <(for _ in $(seq 1 "$RUNS"); do
+			echo "SELECT name FROM pgsandbox.clone('$hs', schema_only => $(so_of "$hm"));"
+		done | as_pg psql -X -q -v ON_ERROR_STOP=1 -c '\timing on' -f - |
+			awk '/^Time: / { printf "%.4f\n", $2 / 1000 }')
+[ ${#session_times[@]} = "$RUNS" ] || die "could not time the hand-outs within one session"
+psql_pg -c "SELECT pgsandbox.drop(name) FROM pgsandbox.sandboxes WHERE status = 'ready'" >/dev/null
+psql_pg -c "SELECT pgsandbox.set_pool('$hs', 0, schema_only => $(so_of "$hm"))" >/dev/null
+wait_for "pool of $hs ($hm) to empty" "SELECT count(*) = 0 FROM pgsandbox.progress"
+
 # pgsandbox leaves nothing behind but the snapshots
 psql_pg -c "SELECT pgsandbox.drop_snapshot(name) FROM pgsandbox.sources" >/dev/null
 wait_for "snapshots to be dropped" \
@@ -516,6 +540,11 @@ say "  snap-build: seconds snapshot() took to build the snapshot before the runs
 idle=${med_c[$rs/$rm_/snapshot]}
 # shellcheck disable=SC2068
 busy=$(median ${refresh_times[@]})
+# shellcheck disable=SC2068
+in_session=$(median ${session_times[@]})
+say ""
+say "Pool hand-outs of ${label[$hs]}, $(modename "$hm") timed within one psql session (\\timing), without"
+say "starting psql: median $in_session s over ${#session_times[@]}, $(ratio "$in_session" "${med_c[$hs/$hm/manual]}") of the manual pipeline"
 say ""
 say "Snapshot clones of ${label[$rs]}, $(modename "$rm_") while a refresh of the same snapshot runs:"
 say "  ${#refresh_times[@]} clones, median $busy s (spread $(spread "${refresh_times[@]}")), idle median $idle s,"

@@ -177,6 +177,35 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 }
 
 /*
+ * Whether the source has a ready snapshot of the kind asked for, which (or
+ * whose pool) will serve the clone.  The copy then has the snapshot's
+ * encoding and locale, and the source need not be read now.  Should the
+ * snapshot be dropped before the worker serves the clone, the clone worker
+ * reads the source's locale itself and refuses a sandbox that differs.
+ */
+static bool
+sbx_snapshot_serves(const SbxRequest *req)
+{
+	Oid			argtypes[2] = {TEXTOID, BOOLOID};
+	Datum		values[2];
+	bool		found;
+
+	if (req->fresh || !sbx_catalog_has_kinds())
+		return false;
+	values[0] = CStringGetTextDatum(req->source);
+	values[1] = BoolGetDatum(req->schema_only);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM pgsandbox.sandbox"
+							  " WHERE kind = 'snapshot' AND status = 'ready'"
+							  "   AND retired_at IS NULL AND source = $1 AND schema_only = $2",
+							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the snapshots of source \"%s\"", req->source);
+	found = (SPI_processed > 0);
+	SPI_finish();
+	return found;
+}
+
+/*
  * clone(source text, schema_only boolean, ttl interval, labels jsonb,
  *		 fresh boolean)
  *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
@@ -230,7 +259,8 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		sbx_report_source_denied(source, req.caller_is_admin);
 	strlcpy(req.source, source, sizeof(req.source));
 	sbx_check_source(&req);
-	sbx_probe_source_locale(req.source, &req.locale);
+	if (!sbx_snapshot_serves(&req))
+		sbx_probe_source_locale(req.source, &req.locale);
 
 	sbx_run_request(&req, &result);
 
