@@ -600,10 +600,7 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.set_pool(text, integer, boolean)
 FROM PUBLIC;
 
-GRANT EXECUTE ON FUNCTION
-	pgsandbox._progress(),
-	pgsandbox.clone(text, boolean, interval, jsonb, boolean)
-TO pgsandbox_admin, pgsandbox_user;
+GRANT EXECUTE ON FUNCTION pgsandbox._progress() TO pgsandbox_admin, pgsandbox_user;
 
 GRANT EXECUTE ON FUNCTION
 	pgsandbox._next_run(text, timestamptz),

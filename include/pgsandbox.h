@@ -347,8 +347,7 @@ extern void sbx_random_string(char *out, int n, const char *alphabet);
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
-extern void sbx_progress_set(int j, SbxPhase phase, const char *name, Oid dboid,
-							 int64 total);
+extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
 extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
 									bool schema_only, SbxCloneJob *job);
 extern void sbx_check_quotas(const SbxActor *by);
@@ -364,6 +363,7 @@ extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
 extern bool sbx_drop_tracked(int64 id, const char *reason);
+extern bool sbx_drop_tracked_or_wait(int64 id, const char *reason);
 extern List *sbx_expired_sandboxes(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);

@@ -226,8 +226,10 @@ sbx_is_sandbox_role(Oid role, Oid group)
 
 /*
  * A sandbox role may not hand out membership in itself, nor grant anything
- * to another sandbox role: either would reach beyond its own sandbox (and
- * the second would keep the other's role from being dropped).
+ * to another sandbox role, nor name one in a row-level security policy:
+ * each would reach beyond its own sandbox, and the last two would keep the
+ * other's role (another sandbox's, a snapshot's or a pool member's) from
+ * being dropped.
  */
 static void
 sbx_check_sandbox_grant(Node *stmt)
@@ -247,6 +249,10 @@ sbx_check_sandbox_grant(Node *stmt)
 		grantees = ((GrantStmt *) stmt)->grantees;
 	else if (IsA(stmt, AlterDefaultPrivilegesStmt))
 		grantees = ((AlterDefaultPrivilegesStmt *) stmt)->action->grantees;
+	else if (IsA(stmt, CreatePolicyStmt))
+		grantees = ((CreatePolicyStmt *) stmt)->roles;
+	else if (IsA(stmt, AlterPolicyStmt))
+		grantees = ((AlterPolicyStmt *) stmt)->roles;
 	foreach(lc, grantees)
 	{
 		RoleSpec   *spec = lfirst(lc);
@@ -258,7 +264,9 @@ sbx_check_sandbox_grant(Node *stmt)
 		if (OidIsValid(grantee) && grantee != me && sbx_is_sandbox_role(grantee, group))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("a sandbox role may not grant privileges to another sandbox role")));
+					 IsA(stmt, CreatePolicyStmt) || IsA(stmt, AlterPolicyStmt)
+					 ? errmsg("a sandbox role may not name another sandbox role in a policy")
+					 : errmsg("a sandbox role may not grant privileges to another sandbox role")));
 	}
 }
 
@@ -271,7 +279,8 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *stmt = pstmt->utilityStmt;
 
 	if (IsA(stmt, GrantRoleStmt) || IsA(stmt, GrantStmt) ||
-		IsA(stmt, AlterDefaultPrivilegesStmt))
+		IsA(stmt, AlterDefaultPrivilegesStmt) || IsA(stmt, CreatePolicyStmt) ||
+		IsA(stmt, AlterPolicyStmt))
 		sbx_check_sandbox_grant(stmt);
 
 	if (prev_process_utility_hook)

@@ -72,8 +72,7 @@ static const char *sbx_secrets[3];
 static void
 sbx_phase(SbxPhase phase, int64 total)
 {
-	sbx_progress_set(DatumGetInt32(MyBgworkerEntry->bgw_main_arg), phase, NULL,
-					 InvalidOid, total);
+	sbx_progress_set(DatumGetInt32(MyBgworkerEntry->bgw_main_arg), phase, NULL, total);
 }
 
 static void

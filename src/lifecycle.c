@@ -41,32 +41,35 @@ const char *const sbx_phase_names[] = {"queued", "creating", "copying",
 	"extensions", "dumping", "restoring", "finishing"};
 
 /*
- * Record how far clone job j has come.  name and dboid are kept when NULL
- * and InvalidOid, total when negative.  The database's size when it is
- * first given (still empty) is the base the progress view counts from.
+ * Record how far clone job j has come.  name is kept when NULL, total when
+ * negative.
  */
 void
-sbx_progress_set(int j, SbxPhase phase, const char *name, Oid dboid, int64 total)
+sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 {
 	SbxProgress *p = &sbx_shared->progress[j];
-	int64		base = 0;
-
-	/* a dump starts from an empty database: count what it adds to that */
-	if (OidIsValid(dboid) && phase == SBX_PHASE_CREATING)
-		base = DatumGetInt64(DirectFunctionCall1(pg_database_size_oid,
-												 ObjectIdGetDatum(dboid)));
 
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	p->phase = phase;
 	if (name)
 		strlcpy(p->name, name, sizeof(p->name));
-	if (OidIsValid(dboid))
-	{
-		p->dboid = dboid;
-		p->base = base;
-	}
 	if (total >= 0)
 		p->total = total;
+	LWLockRelease(sbx_shared->lock);
+}
+
+/*
+ * Record the database clone job j fills, and its size when created, which
+ * the progress view counts from.
+ */
+static void
+sbx_progress_database(int j, Oid dboid, int64 base)
+{
+	SbxProgress *p = &sbx_shared->progress[j];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	p->dboid = dboid;
+	p->base = base;
 	LWLockRelease(sbx_shared->lock);
 }
 
@@ -247,9 +250,11 @@ sbx_create_role(SbxCloneJob *job)
 	sbx_xact_begin("pgsandbox: creating a sandbox role");
 	/* in the transaction: the HMAC code wants a resource owner */
 	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
-	sbx_run_utility(psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+	/* a pool member's role logs in only once handed out */
+	sbx_run_utility(psprintf("CREATE ROLE %s %s NOSUPERUSER NOCREATEDB NOCREATEROLE"
 							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
-							 quote_identifier(job->name)),
+							 quote_identifier(job->name),
+							 job->kind == SBX_KIND_POOL ? "NOLOGIN" : "LOGIN"),
 					verifier);
 	explicit_bzero(verifier, strlen(verifier));
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
@@ -265,7 +270,7 @@ sbx_create_role(SbxCloneJob *job)
  * that no one slips in before.
  */
 static void
-sbx_secure_database(SbxCloneJob *job)
+sbx_secure_database(SbxCloneJob *job, int64 *size)
 {
 	char		idbuf[32];
 	const char *args[2] = {job->name, idbuf};
@@ -276,11 +281,14 @@ sbx_secure_database(SbxCloneJob *job)
 	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
 			" FROM pg_catalog.pg_database d"
 			" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid"
-			" RETURNING d.oid", SPI_OK_UPDATE_RETURNING, 2, args);
+			" RETURNING d.oid, pg_catalog.pg_database_size(d.oid)",
+			SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
 		elog(ERROR, "database \"%s\" was not created as expected", job->name);
 	job->dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
+	*size = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 2, &isnull));
 	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC",
 							 quote_identifier(job->name)), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
@@ -350,17 +358,19 @@ void
 sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 				SbxCloneJob *job)
 {
+	int64		size;
+
 	memset(job, 0, sizeof(*job));
 	job->kind = spec->kind;
 	job->locale_fallback = sbx_locale_fallback;
 	sbx_record_clone(by, spec, job);
-	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, InvalidOid,
+	sbx_progress_set(j, SBX_PHASE_CREATING, job->name,
 					 spec->snapshot ? spec->snapshot->size_bytes : -1);
 	sbx_create_role(job);
 	/* created closed to connections */
 	if (spec->snapshot)
 	{
-		sbx_progress_set(j, SBX_PHASE_COPYING, NULL, InvalidOid, -1);
+		sbx_progress_set(j, SBX_PHASE_COPYING, NULL, -1);
 		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
 									  " STRATEGY %s ALLOW_CONNECTIONS false",
 									  quote_identifier(job->name),
@@ -381,18 +391,20 @@ sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 									  quote_identifier(job->name),
 									  sbx_locale_options(spec, job)),
 							 "pgsandbox: creating a sandbox database");
-	sbx_secure_database(job);
-	sbx_progress_set(j, spec->snapshot ? SBX_PHASE_FINISHING : SBX_PHASE_CREATING,
-					 NULL, job->dboid, -1);
+	sbx_secure_database(job, &size);
+	/* a copy is complete already; a dump counts from the empty database */
+	sbx_progress_database(j, job->dboid, spec->snapshot ? 0 : size);
+	if (spec->snapshot)
+		sbx_progress_set(j, SBX_PHASE_FINISHING, NULL, -1);
 	strlcpy(job->source, spec->source, sizeof(job->source));
 	job->schema_only = spec->schema_only;
 }
 
 /*
  * Mark a finished clone job's row ready.  A sandbox's expiry counts from
- * now, and the expiry is returned.  A pool member's role loses its login
- * until it is handed out with a new password; a snapshot is finished by
- * sbx_snapshot_done.
+ * now, and the expiry is returned.  A pool member (whose role has no login
+ * until it is handed out with a new password) is only marked ready; a
+ * snapshot is finished by sbx_snapshot_done.
  */
 TimestampTz
 sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
@@ -413,9 +425,6 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 	args[0] = idbuf;
 	args[1] = job->data_as_of ? timestamptz_to_str(job->data_as_of) : NULL;
 	sbx_xact_begin("pgsandbox: marking a sandbox ready");
-	if (job->kind == SBX_KIND_POOL)
-		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(job->name)),
-						NULL);
 	if (!sbx_catalog_has_kinds())	/* before ALTER EXTENSION UPDATE */
 		sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
 				" expires_at = pg_catalog.now() + ttl,"
@@ -719,6 +728,77 @@ sbx_drop_tracked(int64 id, const char *reason)
 	sbx_log_event(name, "drop", SBX_WORKER_ACTOR, reason);
 	sbx_xact_commit();
 	return true;
+}
+
+/* snapshots and pool members whose drop failed, and when */
+typedef struct SbxDropFailure
+{
+	int64		id;
+	TimestampTz at;
+} SbxDropFailure;
+
+static List *sbx_drop_failures = NIL;	/* in TopMemoryContext */
+
+/*
+ * sbx_drop_tracked for the worker's upkeep: a drop that fails (a role that
+ * something elsewhere still depends on) is logged and not tried again for a
+ * minute, so that it does not hold up the others.  Returns whether the row
+ * was dropped.
+ */
+bool
+sbx_drop_tracked_or_wait(int64 id, const char *reason)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	TimestampTz now = GetCurrentTimestamp();
+	SbxDropFailure *failure = NULL;
+	volatile bool dropped = false;
+	ListCell   *lc;
+
+	foreach(lc, sbx_drop_failures)
+	{
+		SbxDropFailure *f = lfirst(lc);
+
+		if (f->id != id)
+			continue;
+		if (!TimestampDifferenceExceeds(f->at, now, 60 * 1000))
+			return false;
+		failure = f;
+	}
+	PG_TRY();
+	{
+		dropped = sbx_drop_tracked(id, reason);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(cxt);
+		ereport(WARNING,
+				(errmsg("could not drop snapshot or pool member " INT64_FORMAT ", will try again in a minute",
+						id),
+				 errdetail_internal("%s", edata->message)));
+		if (failure == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			failure = palloc(sizeof(SbxDropFailure));
+			failure->id = id;
+			sbx_drop_failures = lappend(sbx_drop_failures, failure);
+			MemoryContextSwitchTo(old);
+		}
+		failure->at = GetCurrentTimestamp();
+	}
+	PG_END_TRY();
+	if (dropped && failure != NULL)
+	{
+		sbx_drop_failures = list_delete_ptr(sbx_drop_failures, failure);
+		pfree(failure);
+	}
+	return dropped;
 }
 
 /* Names of live sandboxes whose time is up, oldest expiry first. */

@@ -25,12 +25,17 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-/* the current snapshot of each source and kind, as a SQL common table */
+/*
+ * The current snapshot of each source and kind, as a SQL common table: the
+ * newest ready one not retired, made since its source was added (a source
+ * removed and added again is a new one).
+ */
 #define SBX_CURRENT_SNAPSHOTS \
 	"current_snapshot AS (" \
-	" SELECT source, schema_only, max(id) AS id FROM pgsandbox.sandbox" \
-	"  WHERE kind = 'snapshot' AND status = 'ready' AND retired_at IS NULL" \
-	"  GROUP BY source, schema_only)"
+	" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s" \
+	"   JOIN pgsandbox.source o ON o.name = s.source AND o.added_at <= s.created_at" \
+	"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL" \
+	"  GROUP BY s.source, s.schema_only)"
 
 /*
  * Hand a ready member of the pool of (source, schema_only) to 'by' as its
@@ -115,9 +120,11 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 bool
 sbx_pool_drop_one_stale(void)
 {
-	int64		id = 0;
-	char	   *reason = NULL;
-	bool		isnull;
+	List	   *ids;
+	List	   *reasons;
+	ListCell   *lc1;
+	ListCell   *lc2;
+	bool		dropped = false;
 
 	sbx_xact_begin("pgsandbox: looking for stale pool members");
 	sbx_spi("WITH " SBX_CURRENT_SNAPSHOTS ","
@@ -138,15 +145,20 @@ sbx_pool_drop_one_stale(void)
 			"   FROM member"
 			"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
 			"     OR rank > pool_size"
-			"  ORDER BY id LIMIT 1", SPI_OK_SELECT, 0, NULL);
-	if (SPI_processed == 1)
-	{
-		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										 SPI_tuptable->tupdesc, 1, &isnull));
-		reason = sbx_keep(sbx_spi_text(0, 2));
-	}
+			"  ORDER BY id", SPI_OK_SELECT, 0, NULL);
+	ids = sbx_keep_column(1);
+	reasons = sbx_keep_column(2);
 	sbx_xact_commit();
-	return id != 0 && sbx_drop_tracked(id, reason);
+
+	forboth(lc1, ids, lc2, reasons)
+	{
+		if (sbx_drop_tracked_or_wait(pg_strtoint64(lfirst(lc1)), lfirst(lc2)))
+		{
+			dropped = true;
+			break;
+		}
+	}
+	return dropped;
 }
 
 /*

@@ -4,7 +4,9 @@
  *	  _progress(): the clones, snapshot builds and pool fills under way, for
  *	  the progress view.
  *
- * Requests still waiting in the queue are 'queued'.  A running clone job's
+ * Requests still waiting in the queue are 'queued'.  A pgsandbox_user sees
+ * its own clones only (the function is SECURITY DEFINER, so it filters
+ * itself, whatever view or query calls it).  A running clone job's
  * phase is what the lifecycle worker and the clone worker last recorded in
  * shared memory.  done is what the new database has grown by since it was
  * created empty, total what it is expected to grow by (to the size of the
@@ -27,6 +29,22 @@ PG_FUNCTION_INFO_V1(pgsandbox_progress);
 
 #define SBX_PROGRESS_COLS 8
 
+/* The size of a database in bytes, or -1 if it is gone. */
+static int64
+sbx_database_size(Oid dboid)
+{
+	LOCAL_FCINFO(size_fcinfo, 1);
+	Datum		size;
+
+	if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboid)))
+		return -1;
+	InitFunctionCallInfoData(*size_fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	size_fcinfo->args[0].value = ObjectIdGetDatum(dboid);
+	size_fcinfo->args[0].isnull = false;
+	size = pg_database_size_oid(size_fcinfo);
+	return size_fcinfo->isnull ? -1 : DatumGetInt64(size);
+}
+
 /*
  * _progress() RETURNS TABLE(name text, source text, kind text, phase text,
  *	 done bigint, total bigint, started_at timestamptz, owner_oid oid)
@@ -38,6 +56,9 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 	SbxProgress *jobs;
 	SbxRequest *queued;
 	int			nqueued = 0;
+
+	Oid			caller = sbx_caller();
+	bool		admin = sbx_is_admin(caller);
 
 	InitMaterializedSRF(fcinfo, 0);
 	(void) sbx_queue_attach();
@@ -51,8 +72,9 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 	{
 		SbxRequest *req = &sbx_shared->requests[i];
 
+		/* a pgsandbox_user sees its own, an admin everyone's */
 		if (req->state == SBX_SLOT_PENDING && !req->abandoned &&
-			SBX_REQ_NEEDS_JOB(req->kind))
+			SBX_REQ_NEEDS_JOB(req->kind) && (admin || req->caller == caller))
 		{
 			SbxRequest *q = &queued[nqueued++];
 
@@ -70,7 +92,7 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 		Datum		values[SBX_PROGRESS_COLS];
 		bool		nulls[SBX_PROGRESS_COLS] = {0};
 
-		if (!p->active)
+		if (!p->active || !(admin || p->owner == caller))
 			continue;
 		values[0] = CStringGetTextDatum(p->name);
 		nulls[0] = (p->name[0] == '\0');
@@ -79,14 +101,12 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 		values[3] = CStringGetTextDatum(sbx_phase_names[p->phase]);
 		/* the database may be gone by now: its size is then unknown */
 		nulls[4] = true;
-		if (OidIsValid(p->dboid) && p->phase != SBX_PHASE_COPYING &&
-			SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(p->dboid)))
+		if (OidIsValid(p->dboid) && p->phase != SBX_PHASE_COPYING)
 		{
-			int64		size = DatumGetInt64(DirectFunctionCall1(pg_database_size_oid,
-																 ObjectIdGetDatum(p->dboid)));
+			int64		size = sbx_database_size(p->dboid);
 
 			values[4] = Int64GetDatum(Max(size - p->base, 0));
-			nulls[4] = false;
+			nulls[4] = (size < 0);
 		}
 		values[5] = Int64GetDatum(Max(p->total - p->base, 0));
 		nulls[5] = (p->total < 0);

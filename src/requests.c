@@ -227,14 +227,16 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	sbx_require_arg(fcinfo, 0, "source");
 	sbx_require_arg(fcinfo, 1, "schema_only");
 	sbx_require_arg(fcinfo, 3, "labels");
-	sbx_require_arg(fcinfo, 4, "fresh");
+	/* clone() of a catalog not yet updated to 0.3 has no fresh */
+	if (PG_NARGS() > 4)
+		sbx_require_arg(fcinfo, 4, "fresh");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
 	sbx_init_request(&req, SBX_REQ_CLONE);
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	req.schema_only = PG_GETARG_BOOL(1);
-	req.fresh = PG_GETARG_BOOL(4);
+	req.fresh = PG_NARGS() > 4 && PG_GETARG_BOOL(4);
 	req.ttl_secs = PG_ARGISNULL(2) ? sbx_default_ttl :
 		sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
 	if (PG_ARGISNULL(2) && req.ttl_secs > sbx_max_ttl)

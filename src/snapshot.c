@@ -73,7 +73,8 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 			"  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
 			" WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL"
 			"   AND s.source = $1 AND s.schema_only = $2::boolean"
-			"   AND EXISTS (SELECT 1 FROM pgsandbox.source o WHERE o.name = s.source)"
+			"   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
+			"                WHERE o.name = s.source AND o.added_at <= s.created_at)"
 			" ORDER BY s.id DESC LIMIT 1", SPI_OK_SELECT, 2, args);
 	found = (SPI_processed == 1);
 	if (found)
@@ -281,7 +282,7 @@ sbx_snapshot_in_use(int64 id)
 
 /*
  * Drop one snapshot that serves no more: retired, or of a source that was
- * removed.  One that a copy still reads is left for a later step.  Returns
+ * removed (and maybe added again since, which makes a new source).  One that a copy still reads is left for a later step.  Returns
  * whether one was dropped (there may be more).
  */
 bool
@@ -297,7 +298,8 @@ sbx_drop_one_retired(void)
 	sbx_spi("SELECT s.id, CASE WHEN o.name IS NULL THEN 'snapshot of a removed source'"
 			"                  ELSE 'snapshot replaced by a newer one, or dropped by drop_snapshot()' END"
 			"  FROM pgsandbox.sandbox s"
-			"  LEFT JOIN pgsandbox.source o ON o.name = s.source"
+			"  LEFT JOIN pgsandbox.source o"
+			"    ON o.name = s.source AND o.added_at <= s.created_at"
 			" WHERE s.kind = 'snapshot' AND s.status = 'ready'"
 			"   AND (s.retired_at IS NOT NULL OR o.name IS NULL)"
 			" ORDER BY s.id", SPI_OK_SELECT, 0, NULL);
@@ -311,7 +313,7 @@ sbx_drop_one_retired(void)
 
 		if (sbx_snapshot_in_use(id))
 			continue;
-		dropped = sbx_drop_tracked(id, lfirst(lc2));
+		dropped = sbx_drop_tracked_or_wait(id, lfirst(lc2));
 		if (dropped)
 			break;
 	}

@@ -897,7 +897,7 @@ static bool
 sbx_upkeep_step(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	bool		more = false;
+	volatile bool more = false;
 	int			background;
 	int			running = sbx_running_jobs(&background);
 	int			j;
@@ -1034,7 +1034,10 @@ sbx_forget_previous_run(void)
 	sbx_queue_fail_running("the pgsandbox worker restarted while serving this request");
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
+	{
 		explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
+		memset(&sbx_shared->progress[j], 0, sizeof(SbxProgress));
+	}
 	LWLockRelease(sbx_shared->lock);
 
 	snprintf(path, sizeof(path), "%s/%s", DataDir, SBX_TMP_DIR);

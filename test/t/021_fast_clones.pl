@@ -129,6 +129,9 @@ isnt($ret, 0, 'a sandbox role cannot connect to a snapshot');
 like($err, qr/sandbox "$snapname" does not exist/, 'drop() does not drop a snapshot');
 ($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.run_sql('$snapname', 'SELECT 1')");
 like($err, qr/does not exist/, 'run_sql() does not enter a snapshot');
+($ret, $out, $err) = sandbox_psql($node, $conninfo, "CREATE POLICY p ON sales.items TO $snaprole USING (true)");
+like($err, qr/may not name another sandbox role in a policy/,
+	'a sandbox role cannot tie the snapshot\'s role to a policy of its own (which would keep it from being dropped)');
 
 # a refresh replaces the snapshot; clones then see the later row
 sq(q{SELECT pgsandbox.snapshot('shop')});
@@ -259,6 +262,8 @@ ok( wait_until(
 		30),
 	'the progress view shows a clone restoring, with bytes done out of the total')
   or diag(sq(q{SELECT * FROM pgsandbox.progress}));
+is(sq(q{SET ROLE alice; SELECT count(*) FROM pgsandbox._progress()}), '0',
+	'a pgsandbox_user does not see another role\'s clone, even calling _progress() itself');
 finish_psql($h);
 is(sq(q{SELECT count(*) FROM pgsandbox.progress}), '0', 'nothing is in progress afterwards');
 
