@@ -192,10 +192,16 @@ typedef struct SbxCloneJob
 	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
 										 * left out or changed */
 
-	/* a copy of a snapshot: its database and the role owning its objects */
+	/*
+	 * A copy of a snapshot: its database and the role owning its objects.
+	 * copy_stage: the database is still to be copied (by a clone worker
+	 * connected to pgsandbox.database), before a second one adopts it.
+	 */
 	int64		snapshot_id;	/* 0 for a dump of the source */
 	Oid			snapshot_dboid;
+	char		snapshot_name[NAMEDATALEN];
 	char		snapshot_role[NAMEDATALEN];
+	bool		copy_stage;
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
 
@@ -353,6 +359,7 @@ extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
 extern void sbx_check_quotas(const SbxActor *by);
 extern void sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 							SbxCloneJob *job);
+extern void sbx_clone_secure(int j, SbxCloneJob *job);
 extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
 								   double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,

@@ -22,9 +22,11 @@
  * out or changed on the way is collected in the job's notes, which the
  * 'ready' event records.
  *
- * A copy of a snapshot needs none of that: the lifecycle worker made the
- * database with CREATE DATABASE ... TEMPLATE, and this worker only gives
- * the snapshot role's objects to the sandbox role (REASSIGN OWNED, then DROP
+ * A copy of a snapshot needs none of that, and takes two clone workers.
+ * The first, connected to pgsandbox.database, runs CREATE DATABASE ...
+ * TEMPLATE (which takes seconds for a large snapshot, and so is kept out of
+ * the lifecycle worker).  The second, connected to the copy, gives the
+ * snapshot role's objects to the sandbox role (REASSIGN OWNED, then DROP
  * OWNED for any privilege left) and sets the snapshot database's settings.
  *
  * The worker records its phase for the progress view, reports its outcome
@@ -500,9 +502,29 @@ sbx_fill_sandbox(void)
 }
 
 /*
- * A copy of a snapshot: give the snapshot role's objects to the sandbox
- * role, take back whatever privilege the snapshot role still holds here, and
- * set the snapshot database's settings, which CREATE DATABASE does not copy.
+ * The first half of a copy of a snapshot: the database, made closed to
+ * connections and owned by the sandbox role, with the strategy
+ * pgsandbox.copy_strategy names.
+ */
+static void
+sbx_copy_snapshot(void)
+{
+	sbx_phase(SBX_PHASE_COPYING, -1);
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
+								  " STRATEGY %s ALLOW_CONNECTIONS false",
+								  quote_identifier(sbx_job.name),
+								  quote_identifier(sbx_job.name),
+								  quote_identifier(sbx_job.snapshot_name),
+								  sbx_copy_strategy == SBX_COPY_FILE_COPY
+								  ? "file_copy" : "wal_log"),
+						 "pgsandbox: copying a snapshot");
+}
+
+/*
+ * The second half of a copy of a snapshot: give the snapshot role's objects
+ * to the sandbox role, take back whatever privilege the snapshot role still
+ * holds here, and set the snapshot database's settings, which CREATE
+ * DATABASE does not copy.
  */
 static void
 sbx_adopt_copy(void)
@@ -588,7 +610,11 @@ sbx_clone_worker_main(Datum main_arg)
 	if (!sbx_job.in_use || sbx_job.sandbox_id != sandbox_id)
 		proc_exit(0);
 
-	BackgroundWorkerInitializeConnectionByOid(sbx_job.dboid, InvalidOid, 0);
+	/* the first half of a copy makes the database it would connect to */
+	if (sbx_job.copy_stage)
+		BackgroundWorkerInitializeConnection(sbx_database, NULL, 0);
+	else
+		BackgroundWorkerInitializeConnectionByOid(sbx_job.dboid, InvalidOid, 0);
 	pgstat_report_appname("pgsandbox clone");
 	sbx_harden_session();
 
@@ -599,7 +625,9 @@ sbx_clone_worker_main(Datum main_arg)
 
 	PG_TRY();
 	{
-		if (sbx_job.snapshot_id != 0)
+		if (sbx_job.copy_stage)
+			sbx_copy_snapshot();
+		else if (sbx_job.snapshot_id != 0)
 			sbx_adopt_copy();
 		else
 			sbx_fill_sandbox();

@@ -349,10 +349,12 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
  * row exists, job->sandbox_id is already set, so that the caller can undo
  * it with sbx_clone_fail.
  *
- * A copy of a snapshot is made by CREATE DATABASE ... TEMPLATE, with the
- * strategy pgsandbox.copy_strategy names; its objects still belong to the
- * snapshot's role until the clone worker reassigns them.  The copy has the
- * snapshot's encoding and locale, which are the source's.
+ * A copy of a snapshot is left to the clone worker (job->copy_stage): it
+ * runs CREATE DATABASE ... TEMPLATE, which takes seconds for a large one, so
+ * that the lifecycle worker keeps serving meanwhile; sbx_clone_secure then
+ * takes step 4, and a second clone worker gives the snapshot role's objects
+ * to the sandbox's.  The copy has the snapshot's encoding and locale, which
+ * are the source's.
  */
 void
 sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
@@ -367,37 +369,44 @@ sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	sbx_progress_set(j, SBX_PHASE_CREATING, job->name,
 					 spec->snapshot ? spec->snapshot->size_bytes : -1);
 	sbx_create_role(job);
-	/* created closed to connections */
-	if (spec->snapshot)
-	{
-		sbx_progress_set(j, SBX_PHASE_COPYING, NULL, -1);
-		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
-									  " STRATEGY %s ALLOW_CONNECTIONS false",
-									  quote_identifier(job->name),
-									  quote_identifier(job->name),
-									  quote_identifier(spec->snapshot->name),
-									  sbx_copy_strategy == SBX_COPY_FILE_COPY
-									  ? "file_copy" : "wal_log"),
-							 "pgsandbox: copying a snapshot");
-		job->snapshot_id = spec->snapshot->id;
-		job->snapshot_dboid = spec->snapshot->dboid;
-		strlcpy(job->snapshot_role, spec->snapshot->role, sizeof(job->snapshot_role));
-		job->data_as_of = spec->snapshot->data_as_of;
-	}
-	else
-		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-									  " ALLOW_CONNECTIONS false",
-									  quote_identifier(job->name),
-									  quote_identifier(job->name),
-									  sbx_locale_options(spec, job)),
-							 "pgsandbox: creating a sandbox database");
-	sbx_secure_database(job, &size);
-	/* a copy is complete already; a dump counts from the empty database */
-	sbx_progress_database(j, job->dboid, spec->snapshot ? 0 : size);
-	if (spec->snapshot)
-		sbx_progress_set(j, SBX_PHASE_FINISHING, NULL, -1);
 	strlcpy(job->source, spec->source, sizeof(job->source));
 	job->schema_only = spec->schema_only;
+	if (spec->snapshot)
+	{
+		/* the clone worker copies it, then sbx_clone_secure records it */
+		job->copy_stage = true;
+		job->snapshot_id = spec->snapshot->id;
+		job->snapshot_dboid = spec->snapshot->dboid;
+		strlcpy(job->snapshot_name, spec->snapshot->name, sizeof(job->snapshot_name));
+		strlcpy(job->snapshot_role, spec->snapshot->role, sizeof(job->snapshot_role));
+		job->data_as_of = spec->snapshot->data_as_of;
+		return;
+	}
+	/* created closed to connections */
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
+								  " ALLOW_CONNECTIONS false",
+								  quote_identifier(job->name),
+								  quote_identifier(job->name),
+								  sbx_locale_options(spec, job)),
+						 "pgsandbox: creating a sandbox database");
+	sbx_secure_database(job, &size);
+	/* a dump counts from the empty database */
+	sbx_progress_database(j, job->dboid, size);
+}
+
+/*
+ * A clone worker has copied the snapshot of clone job j into its database:
+ * record it and open it, as step 4 does for a database made here.
+ */
+void
+sbx_clone_secure(int j, SbxCloneJob *job)
+{
+	int64		size;
+
+	sbx_secure_database(job, &size);
+	job->copy_stage = false;
+	sbx_progress_database(j, job->dboid, 0);
+	sbx_progress_set(j, SBX_PHASE_FINISHING, NULL, -1);
 }
 
 /*

@@ -166,7 +166,8 @@ sbx_pool_drop_one_stale(void)
  * its size.  If its snapshot is missing, *need_snapshot is set and the
  * snapshot is to be built first (unless a build is under way).  A pool or
  * snapshot that failed within the last minute waits, so that a broken
- * source is not retried without pause.  Returns false if none is to fill.
+ * source is not retried without pause; one cut short by a restart (its
+ * 'cleanup' event) does not.  Returns false if none is to fill.
  */
 bool
 sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
@@ -192,7 +193,10 @@ sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
 			"    AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 			"                     WHERE s.kind IN ('snapshot', 'pool') AND s.status = 'failed'"
 			"                       AND s.source = p.source AND s.schema_only = p.schema_only"
-			"                       AND s.created_at > pg_catalog.now() - interval '1 minute')"
+			"                       AND s.created_at > pg_catalog.now() - interval '1 minute'"
+			"                       AND NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
+			"                                        WHERE e.sandbox = s.name"
+			"                                          AND e.action = 'cleanup'))"
 			"  ORDER BY p.source, p.schema_only LIMIT 1", SPI_OK_SELECT, 0, NULL);
 	found = (SPI_processed == 1);
 	if (found)

@@ -364,8 +364,46 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 }
 
 /*
- * A clone worker has stopped: mark its sandbox ready and hand the caller
- * the credentials, or undo it and report why.
+ * The clone worker of job j has copied a snapshot into the job's database:
+ * record the database and start the clone worker that adopts it.  Returns
+ * whether it started; if not, *job says why, for the failure path.
+ */
+static bool
+sbx_copy_continue(int j, SbxCloneJob *job)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool started = false;
+
+	PG_TRY();
+	{
+		sbx_clone_secure(j, job);
+		job->finished = false;
+		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+		memcpy(&sbx_shared->jobs[j], job, sizeof(SbxCloneJob));
+		LWLockRelease(sbx_shared->lock);
+		pfree(sbx_jobs[j].handle);
+		sbx_jobs[j].handle = NULL;
+		sbx_start_clone_worker(j, job->name, job->sandbox_id);
+		started = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		job->finished = true;
+		job->ok = false;
+		job->sqlerrcode = edata->sqlerrcode;
+		strlcpy(job->message, edata->message, sizeof(job->message));
+		job->detail[0] = '\0';
+	}
+	PG_END_TRY();
+	return started;
+}
+
+/*
+ * A clone worker has stopped: go on with a copy of a snapshot, or mark its
+ * sandbox ready and hand the caller the credentials, or undo it and report
+ * why.
  */
 static void
 sbx_clone_finish(int j)
@@ -376,15 +414,25 @@ sbx_clone_finish(int j)
 	long		s;
 	int			us;
 
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
 	memcpy(&job, &sbx_shared->jobs[j], sizeof(job));
+	LWLockRelease(sbx_shared->lock);
+	abandoned = sbx_queue_abandoned(job.request, job.request_serial);
+	if (job.finished && job.ok && job.copy_stage && !abandoned &&
+		sbx_copy_continue(j, &job))
+	{
+		explicit_bzero(&job, sizeof(job));
+		return;
+	}
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
 	explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
 	memset(&sbx_shared->progress[j], 0, sizeof(SbxProgress));
 	if (job.request >= 0 && sbx_shared->requests[job.request].serial == job.request_serial)
 		sbx_shared->requests[job.request].clone_job = -1;
 	LWLockRelease(sbx_shared->lock);
-	abandoned = sbx_queue_abandoned(job.request, job.request_serial);
-	pfree(sbx_jobs[j].handle);
+	if (sbx_jobs[j].handle != NULL)
+		pfree(sbx_jobs[j].handle);
 	sbx_jobs[j].handle = NULL;
 
 	TimestampDifference(sbx_jobs[j].started, GetCurrentTimestamp(), &s, &us);
