@@ -20,6 +20,7 @@
 #   MODES="schema data"               schema only, and schema with data
 #   COPY_STRATEGY=wal_log  pgsandbox.copy_strategy for snapshot copies
 #                     (wal_log or file_copy)
+#   LOAD_SECS=20      seconds of pgbench load per copy strategy compared
 #   SKIP_BUILD=0      1: do not build and install the extension
 #   PGBIN=/usr/lib/postgresql/15/bin  server and client programs
 #   BENCH_TMPDIR=/tmp where the cluster's temporary directory is made
@@ -41,6 +42,7 @@ SOURCES=${SOURCES:-pgbench many many_ext}
 MODES=${MODES:-schema data}
 SKIP_BUILD=${SKIP_BUILD:-0}
 COPY_STRATEGY=${COPY_STRATEGY:-wal_log}
+LOAD_SECS=${LOAD_SECS:-20}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/tmp}
 OUTDIR=${OUTDIR:-$bench/out}
@@ -50,7 +52,7 @@ die() {
 	exit 1
 }
 
-for v in SCALE RUNS NTABLES BENCH_PORT; do
+for v in SCALE RUNS NTABLES BENCH_PORT LOAD_SECS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not \"${!v}\""
 done
 for s in $SOURCES; do
@@ -461,6 +463,43 @@ while kill -0 "$refresh_pid" 2>/dev/null || [ ${#refresh_times[@]} -lt "$RUNS" ]
 done
 wait "$refresh_pid" || die "the refresh of $rs failed"
 
+# --- copy strategies on a busy server ----------------------------------------
+
+# pgbench writes to a database of its own for LOAD_SECS, three times: with
+# no clone, while snapshot clones (of the first source, with data if
+# measured) are made one after another with STRATEGY wal_log, and with
+# file_copy.  Its transactions per second, the clones made and the
+# checkpoints the server was asked for show what each strategy costs
+# everyone else.
+declare -A load_tps load_clones load_ckpt
+as_pg createdb bench_load
+as_pg pgbench -i -q -s 5 bench_load >"$tmp/pgbench-load.log" 2>&1 ||
+	die "pgbench -i of the load database failed"
+for strategy in none wal_log file_copy; do
+	if [ "$strategy" != none ]; then
+		psql_pg -c "ALTER SYSTEM SET pgsandbox.copy_strategy = '$strategy'" -c "SELECT pg_reload_conf()" >/dev/null
+		sleep 1
+	fi
+	quiesce "$rs"
+	ckpt0=$(psql_pg -c "SELECT checkpoints_req FROM pg_stat_bgwriter")
+	as_pg pgbench -n -c 2 -j 2 -T "$LOAD_SECS" bench_load >"$tmp/load-$strategy.log" 2>&1 &
+	load_pid=$!
+	n=0
+	if [ "$strategy" != none ]; then
+		while kill -0 "$load_pid" 2>/dev/null; do
+			do_snapshot "$rs" "$rm_"
+			drop_snapshot
+			n=$((n + 1))
+		done
+	fi
+	wait "$load_pid" || die "pgbench under load failed: $(tail -n 3 "$tmp/load-$strategy.log")"
+	load_tps[$strategy]=$(awk '/^tps = / { printf "%.0f", $3; exit }' "$tmp/load-$strategy.log")
+	load_clones[$strategy]=$n
+	load_ckpt[$strategy]=$(($(psql_pg -c "SELECT checkpoints_req FROM pg_stat_bgwriter") - ckpt0))
+done
+psql_pg -c "ALTER SYSTEM RESET pgsandbox.copy_strategy" -c "SELECT pg_reload_conf()" >/dev/null
+as_pg dropdb bench_load
+
 # --- hand-outs within one session ------------------------------------------
 
 # The pool method above is timed from the shell, so it includes starting
@@ -545,6 +584,14 @@ in_session=$(median ${session_times[@]})
 say ""
 say "Pool hand-outs of ${label[$hs]}, $(modename "$hm") timed within one psql session (\\timing), without"
 say "starting psql: median $in_session s over ${#session_times[@]}, $(ratio "$in_session" "${med_c[$hs/$hm/manual]}") of the manual pipeline"
+say ""
+say "A busy server: pgbench -c 2 -T $LOAD_SECS on a database of its own (scale 5), alone and while snapshot"
+say "clones of ${label[$rs]}, $(modename "$rm_") are made one after another with each copy strategy"
+say "$(printf '%-22s %10s %14s %20s' 'copy strategy' 'tps' 'clones made' 'checkpoints asked')"
+for strategy in none wal_log file_copy; do
+	say "$(printf '%-22s %10s %14s %20s' "$( [ "$strategy" = none ] && echo 'no clones' || echo "$strategy")" \
+		"${load_tps[$strategy]}" "${load_clones[$strategy]}" "${load_ckpt[$strategy]}")"
+done
 say ""
 say "Snapshot clones of ${label[$rs]}, $(modename "$rm_") while a refresh of the same snapshot runs:"
 say "  ${#refresh_times[@]} clones, median $busy s (spread $(spread "${refresh_times[@]}")), idle median $idle s,"
