@@ -138,6 +138,7 @@ sbx_snapshot_done(const SbxCloneJob *job, double seconds)
 			"   AND o.schema_only = n.schema_only"
 			"   AND o.id < (SELECT max(m.id) FROM pgsandbox.sandbox m"
 			"                WHERE m.kind = 'snapshot' AND m.status = 'ready'"
+			"                  AND m.retired_at IS NULL"
 			"                  AND m.source = n.source AND m.schema_only = n.schema_only)",
 			SPI_OK_UPDATE, 1, args);
 	sbx_spi("UPDATE pgsandbox.snapshot_plan p SET last_error = NULL"
@@ -240,9 +241,10 @@ sbx_plan_locale(const char *source, bool schema_only, SbxLocale *locale)
 }
 
 /*
- * drop_snapshot(): retire the source's ready snapshots of one kind or both.
- * They serve no new copy from now on and are dropped as soon as no copy of
- * them is under way (sbx_drop_one_retired).
+ * drop_snapshot(): retire the source's snapshots of one kind or both, ready
+ * or being built.  They serve no new copy from now on and are dropped as
+ * soon as no copy of them is under way (sbx_drop_one_retired), a build once
+ * it is complete.
  */
 void
 sbx_retire_snapshots(const SbxActor *by, const char *source, bool both_kinds,
@@ -257,8 +259,10 @@ sbx_retire_snapshots(const SbxActor *by, const char *source, bool both_kinds,
 	sbx_spi("SELECT 1 FROM pgsandbox.source WHERE name = $1", SPI_OK_SELECT, 1, args);
 	if (SPI_processed == 0)
 		sbx_report_source_denied(source, true);
+	/* a build under way is retired too: it is dropped once complete */
 	sbx_spi("UPDATE pgsandbox.sandbox SET retired_at = pg_catalog.now()"
-			" WHERE kind = 'snapshot' AND status = 'ready' AND retired_at IS NULL"
+			" WHERE kind = 'snapshot' AND status IN ('cloning', 'ready')"
+			"   AND retired_at IS NULL"
 			"   AND source = $1 AND ($2::boolean OR schema_only = $3::boolean)",
 			SPI_OK_UPDATE, 3, args);
 	sbx_xact_commit();

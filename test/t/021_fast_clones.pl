@@ -281,6 +281,20 @@ is(sq(qq{SELECT method FROM pgsandbox.sandboxes WHERE name = '$hn'}), 'pool', 'f
 is((finish_psql($_))[0], 0, 'and each slow clone then finishes') for @busy;
 ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.progress}) eq '0' }, 60), 'the pool is refilled');
 
+# drop_snapshot() during a build: once complete, the build serves nothing
+$h = start_psql($node, "dbname=postgres", q{SELECT pgsandbox.snapshot('slow')});
+ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.progress WHERE kind = 'snapshot' AND phase = 'restoring'}) eq '1' }, 30),
+	'a snapshot build is under way');
+sq(q{SELECT pgsandbox.drop_snapshot('slow')});
+finish_psql($h);
+ok( wait_until(
+		sub {
+			sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND source = 'slow' AND status IN ('cloning', 'ready')})
+			  eq '0';
+		},
+		60),
+	'drop_snapshot() during a build drops the build once it is complete');
+
 # ---------------------------------------------------------------------
 # kill -9 and immediate shutdown mid-build and mid-fill
 # ---------------------------------------------------------------------
