@@ -271,12 +271,15 @@ sbx_check_catalog(SbxDoctor *d)
 	char	   *orphans;
 	char	   *missing;
 
+	/* a sandbox role's database, or one that looks like a locked snapshot */
 	orphans = sbx_name_list("SELECT d.datname FROM pg_catalog.pg_database d"
 							"  JOIN pg_catalog.pg_roles r ON r.oid = d.datdba"
-							" WHERE NOT r.rolsuper"
-							"   AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
-							"                WHERE m.member = d.datdba"
-							"                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
+							" WHERE ((NOT r.rolsuper"
+							"         AND EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
+							"                      WHERE m.member = d.datdba"
+							"                        AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole))"
+							"        OR (d.datname LIKE 'sbx\\_%' AND d.datdba = 10"
+							"            AND NOT d.datallowconn))"
 							"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 							"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
 							"                      AND s.status IN ('cloning', 'ready'))"
@@ -290,8 +293,8 @@ sbx_check_catalog(SbxDoctor *d)
 	if (sbx_catalog_has_kinds())
 		sbx_check_snapshots(d);
 	sbx_doctor_row(d, "every sandbox database is tracked", orphans[0] == '\0',
-				   orphans[0] == '\0' ? "No database of a sandbox role lacks a live catalog row."
-				   : psprintf("Databases owned by sandbox roles with no live catalog row: %s. "
+				   orphans[0] == '\0' ? "No database of a sandbox role, and no closed sbx_ database of the bootstrap superuser (a snapshot's), lacks a live catalog row."
+				   : psprintf("Databases of sandbox roles, or closed sbx_ databases of the bootstrap superuser, with no live catalog row: %s. "
 							  "pgsandbox will not drop them; check and drop them by hand.",
 							  orphans));
 	sbx_doctor_row(d, "every ready sandbox has its database", missing[0] == '\0',

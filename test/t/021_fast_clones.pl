@@ -347,6 +347,10 @@ sq(qq{ALTER DATABASE $sn ALLOW_CONNECTIONS true});
 is(sq(q{SELECT ok FROM pgsandbox.doctor() WHERE "check" = 'every snapshot is locked'}), 'f',
 	'doctor() reports a snapshot open to connections');
 sq(qq{ALTER DATABASE $sn ALLOW_CONNECTIONS false});
+sq(q{CREATE DATABASE sbx_lostsnap ALLOW_CONNECTIONS false});
+like(sq(q{SELECT ok || ' ' || detail FROM pgsandbox.doctor() WHERE "check" = 'every sandbox database is tracked'}),
+	qr/^false .*: sbx_lostsnap\. /, 'doctor() reports a closed sbx_ database of the superuser that no row tracks');
+sq(q{DROP DATABASE sbx_lostsnap});
 
 sq(q{SELECT pgsandbox.set_pool('plain', 0)});
 ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'pool' AND status IN ('cloning', 'ready')}) eq '0' }, 60),
