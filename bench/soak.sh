@@ -8,7 +8,8 @@
 #      the last one waits.
 #   2. CYCLES clone/drop cycles (default 300): the lifecycle worker's
 #      resident memory (VmRSS) and open file descriptors, sampled every
-#      SAMPLE cycles.
+#      SAMPLE cycles; then CYCLES / 3 hand-out/drop cycles from a pool of 2,
+#      each refilled from the source's snapshot, sampled the same way.
 #   3. Faults in the middle of a data clone: kill -9 of a clone worker, kill
 #      -9 of the lifecycle worker, the source connection of pg_dump
 #      terminated.  After each: no database, role, archive or child process
@@ -174,6 +175,52 @@ check "own memory flat after warm-up (last within 10% of cycle $SAMPLE)" \
 	"$([ $((rssN * 10)) -le $((rss1 * 11)) ] && echo yes || echo "no: $rss1 -> $rssN kB")" "yes"
 check "open fds flat after warm-up" "$fdsN" "$fds1"
 check "leftovers after the cycles" "$(leftovers)" "0 databases, 0 roles, 0 archives, 0 children"
+
+# --- 2b. pool hand-out cycles -----------------------------------------------
+
+# The same with a pool of 2: each clone is a hand-out, each drop makes the
+# upkeep timer fill the pool again from the snapshot (two clone workers per
+# fill), so the worker's snapshot and pool code runs CYCLES / 3 times.
+pool_cycles=$((CYCLES / 3))
+say ""
+say "2b. $pool_cycles hand-out/drop cycles from a pool of 2 (the same source, with data)"
+q "SELECT pgsandbox.set_pool('shop', 2, schema_only => false)" >/dev/null
+wait_pool() {
+	for _ in $(seq 1 600); do
+		[ "$(q "SELECT ready FROM pgsandbox.pools WHERE source = 'shop' AND NOT schema_only")" = 2 ] &&
+			[ "$(q "SELECT count(*) FROM pgsandbox.progress")" = 0 ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+wait_pool || die "the pool did not fill"
+: >"$tmp/samples"
+say "  cycle   RssAnon (kB)   VmRSS (kB)   open fds"
+sample 0
+handouts=0
+for i in $(seq 1 "$pool_cycles"); do
+	n=$(q "SELECT name FROM pgsandbox.clone('shop', schema_only => false)")
+	[ "$(q "SELECT method FROM pgsandbox.sandboxes WHERE name = '$n'")" = pool ] && handouts=$((handouts + 1))
+	q "SELECT pgsandbox.drop('$n')" >/dev/null
+	wait_pool || die "the pool did not fill again"
+	if [ $((i % SAMPLE)) = 0 ]; then sample "$i"; fi
+done
+check "every clone was handed out from the pool" "$handouts" "$pool_cycles"
+check "the worker is the same process" "$(worker_pid)" "$wpid"
+read -r rss1 fds1 < <(sed -n 2p "$tmp/samples")
+read -r rssN fdsN < <(tail -n 1 "$tmp/samples")
+check "own memory flat after warm-up (last within 10% of cycle $SAMPLE)" \
+	"$([ $((rssN * 10)) -le $((rss1 * 11)) ] && echo yes || echo "no: $rss1 -> $rssN kB")" "yes"
+check "open fds flat after warm-up" "$fdsN" "$fds1"
+q "SELECT pgsandbox.set_pool('shop', 0, schema_only => false)" >/dev/null
+q "SELECT pgsandbox.drop_snapshot('shop')" >/dev/null
+for _ in $(seq 1 300); do
+	[ "$(q "SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')")" = 0 ] && break
+	sleep 0.2
+done
+check "pool and snapshot dropped" \
+	"$(q "SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')")" "0"
+check "leftovers after the pool cycles" "$(leftovers)" "0 databases, 0 roles, 0 archives, 0 children"
 
 # --- 3. faults in the middle of a data clone ----------------------------------
 
