@@ -9,9 +9,10 @@
 # It installs what it needs (test/install-deps.sh), builds and installs the
 # extension, starts a private cluster as the "postgres" OS user in a fresh
 # temporary directory, makes a small source database "shop", clones it into
-# a sandbox, works in the sandbox with the sandbox's own login, and waits
-# for the background worker to drop the sandbox when its time is up.  The
-# cluster is stopped and the directory removed at the end, also on failure.
+# a sandbox, works in the sandbox with the sandbox's own login, waits for
+# the background worker to drop the sandbox when its time is up, and then
+# sets a pool of ready sandboxes and has one handed out.  The cluster is
+# stopped and the directory removed at the end, also on failure.
 #
 # Environment:
 #   PORT             port of the throwaway cluster (default 5520); it listens
@@ -463,5 +464,42 @@ ok "the events log the expiry, by 'pgsandbox worker'"
 say
 say "The server log says the same:"
 grep -E 'LOG: +pgsandbox' "$log" | indent || true
+
+###########################################################################
+section "8. Fast clones: a pool of ready sandboxes, handed out at once"
+###########################################################################
+
+say "set_pool() has the worker take a schema-only snapshot of shop and keep two"
+say "copies of it ready; clone() then hands one out with a new password."
+admin postgres -e -c "SELECT pgsandbox.set_pool('shop', 2)" | indent
+start=$SECONDS
+until [ "$(admin postgres -At -c "SELECT ready FROM pgsandbox.pools WHERE source = 'shop'")" = 2 ]; do
+	[ $((SECONDS - start)) -lt 120 ] || die "the pool did not fill within 120s"
+	sleep 0.5
+done
+admin postgres -e <<'SQL' | indent
+SELECT source, schema_only, status, taken_at, pg_size_pretty(size_bytes) AS size FROM pgsandbox.snapshots;
+SELECT * FROM pgsandbox.pools;
+SQL
+t0=$(date +%s%N)
+pooled=$(admin postgres -At -c "SELECT name FROM pgsandbox.clone('shop')") || die "clone() from the pool failed"
+t1=$(date +%s%N)
+method=$(admin postgres -At -v name="$pooled" <<'SQL'
+SELECT method FROM pgsandbox.sandboxes WHERE name = :'name';
+SQL
+)
+[ "$method" = pool ] || die "sandbox $pooled came by \"$method\", not from the pool"
+ok "sandbox $pooled handed out from the pool in $(( (t1 - t0) / 1000000 )) ms (psql included)"
+admin postgres -e -v name="$pooled" <<'SQL' | indent
+SELECT name, method, data_as_of, expires_at FROM pgsandbox.sandboxes WHERE name = :'name';
+SQL
+admin postgres -c "SELECT pgsandbox.drop('$pooled')" -c "SELECT pgsandbox.set_pool('shop', 0)" \
+	-c "SELECT pgsandbox.drop_snapshot('shop')" >/dev/null
+start=$SECONDS
+until [ "$(admin postgres -At -c "SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')")" = 0 ]; do
+	[ $((SECONDS - start)) -lt 60 ] || die "the pool and its snapshot were not dropped within 60s"
+	sleep 0.5
+done
+ok "set_pool('shop', 0) and drop_snapshot('shop') leave nothing behind"
 
 section "Done: the demo succeeded"
