@@ -29,6 +29,14 @@ PG_FUNCTION_INFO_V1(pgsandbox_progress);
 
 #define SBX_PROGRESS_COLS 8
 
+/* what the view shows of a request waiting in the queue */
+typedef struct SbxQueued
+{
+	SbxRequestKind kind;
+	Oid			caller;
+	char		source[NAMEDATALEN];
+} SbxQueued;
+
 /* The size of a database in bytes, or -1 if it is gone. */
 static int64
 sbx_database_size(Oid dboid)
@@ -53,19 +61,18 @@ Datum
 pgsandbox_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	SbxProgress *jobs;
-	SbxRequest *queued;
-	int			nqueued = 0;
-
 	Oid			caller = sbx_caller();
 	bool		admin = sbx_is_admin(caller);
+	SbxProgress *jobs;
+	SbxQueued  *queued;
+	int			nqueued = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 	(void) sbx_queue_attach();
 
 	/* copy what is needed under the lock, then build rows without it */
 	jobs = palloc(sizeof(SbxProgress) * SBX_MAX_CLONE_JOBS);
-	queued = palloc(sizeof(SbxRequest) * sbx_shared->nrequests);
+	queued = palloc(sizeof(SbxQueued) * sbx_shared->nrequests);
 	LWLockAcquire(sbx_shared->lock, LW_SHARED);
 	memcpy(jobs, sbx_shared->progress, sizeof(SbxProgress) * SBX_MAX_CLONE_JOBS);
 	for (int i = 0; i < sbx_shared->nrequests; i++)
@@ -76,11 +83,10 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 		if (req->state == SBX_SLOT_PENDING && !req->abandoned &&
 			SBX_REQ_NEEDS_JOB(req->kind) && (admin || req->caller == caller))
 		{
-			SbxRequest *q = &queued[nqueued++];
+			SbxQueued  *q = &queued[nqueued++];
 
 			q->kind = req->kind;
 			q->caller = req->caller;
-			q->serial = req->serial;
 			strlcpy(q->source, req->source, sizeof(q->source));
 		}
 	}

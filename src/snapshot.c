@@ -176,8 +176,11 @@ sbx_plan_update(const SbxActor *by, const SbxRequest *req)
 							(req->kind == SBX_REQ_SET_POOL && req->pool_size == 0),
 							&job);
 	explicit_bzero(job.conninfo, sizeof(job.conninfo));
-	sbx_spi("INSERT INTO pgsandbox.snapshot_plan (source, schema_only)"
-			" VALUES ($1, $2::boolean) ON CONFLICT DO NOTHING", SPI_OK_INSERT, 2, args);
+	/* removing a schedule or a pool that was never set makes no plan */
+	if (!((req->kind == SBX_REQ_SCHEDULE && req->schedule[0] == '\0') ||
+		  (req->kind == SBX_REQ_SET_POOL && req->pool_size == 0)))
+		sbx_spi("INSERT INTO pgsandbox.snapshot_plan (source, schema_only)"
+				" VALUES ($1, $2::boolean) ON CONFLICT DO NOTHING", SPI_OK_INSERT, 2, args);
 	if (req->kind == SBX_REQ_SCHEDULE)
 	{
 		TimestampTz next = 0;
