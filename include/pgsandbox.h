@@ -283,6 +283,8 @@ extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
 /* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
 extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
+struct ErrorData;
+extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
 /* rolling back a sandbox's prepared transactions (janitor.c) */

@@ -779,13 +779,8 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = sbx_catch_error(cxt);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(cxt);
 		ereport(WARNING,
 				(errmsg("could not drop snapshot or pool member " INT64_FORMAT ", will try again in a minute",
 						id),

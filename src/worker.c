@@ -129,7 +129,7 @@ sbx_register_lifecycle_worker(void)
  * In a PG_CATCH block: take the error, abort the transaction, and return
  * the error data in the given (long enough lived) context.
  */
-static ErrorData *
+ErrorData *
 sbx_catch_error(MemoryContext cxt)
 {
 	ErrorData  *edata;
