@@ -493,6 +493,7 @@ extern void sbx_filter_restore_list(const char *from, const char *to,
 									StringInfo left_out);
 
 /* the source database's settings on the sandbox (db_settings.c) */
+extern SbxSetting *sbx_parse_setting(const char *item);
 extern void sbx_apply_database_settings(const char *dbname, List *settings,
 										StringInfo refused);
 

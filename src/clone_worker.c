@@ -532,6 +532,7 @@ sbx_adopt_copy(void)
 	List	   *settings = NIL;
 	const char *from = quote_identifier(sbx_job.snapshot_role);
 	char	   *sql;
+	MemoryContext old;
 
 	sbx_phase(SBX_PHASE_FINISHING, -1);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: taking ownership of a snapshot copy");
@@ -549,22 +550,17 @@ sbx_adopt_copy(void)
 				   " WHERE setdatabase = %u AND setrole = 0", sbx_job.snapshot_dboid);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the snapshot's database settings");
+	/* the settings outlive the transaction; the worker exits after them */
+	old = MemoryContextSwitchTo(TopMemoryContext);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		char	   *item = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		char	   *eq = strchr(item, '=');
-		SbxSetting *setting;
-		MemoryContext old;
+		SbxSetting *setting = sbx_parse_setting(SPI_getvalue(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1));
 
-		if (eq == NULL)
-			continue;
-		old = MemoryContextSwitchTo(TopMemoryContext);
-		setting = palloc0(sizeof(SbxSetting));
-		setting->name = pnstrdup(item, eq - item);
-		setting->value = pstrdup(eq + 1);
-		settings = lappend(settings, setting);
-		MemoryContextSwitchTo(old);
+		if (setting != NULL)
+			settings = lappend(settings, setting);
 	}
+	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

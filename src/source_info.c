@@ -148,16 +148,10 @@ sbx_read_source_info(PGconn *conn, const char *source)
 						   "database settings");
 	for (int i = 0; i < PQntuples(res); i++)
 	{
-		char	   *item = PQgetvalue(res, i, 0);
-		char	   *eq = strchr(item, '=');
-		SbxSetting *setting;
+		SbxSetting *setting = sbx_parse_setting(PQgetvalue(res, i, 0));
 
-		if (eq == NULL)
-			continue;
-		setting = palloc0(sizeof(SbxSetting));
-		setting->name = pnstrdup(item, eq - item);
-		setting->value = pstrdup(eq + 1);
-		info->settings = lappend(info->settings, setting);
+		if (setting != NULL)
+			info->settings = lappend(info->settings, setting);
 	}
 	PQclear(res);
 
