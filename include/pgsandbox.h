@@ -258,6 +258,7 @@ extern void sbx_queue_wake_worker(void);
 extern void sbx_init_request(SbxRequest *req, SbxRequestKind kind);
 extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
 extern void sbx_probe_source_locale(const char *source, SbxLocale *locale);
+extern void sbx_check_request_source(const SbxRequest *req, bool check_data);
 
 /* the lifecycle worker's half */
 extern List *sbx_queue_pending(void);

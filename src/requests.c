@@ -101,11 +101,12 @@ sbx_run_request(SbxRequest *req, SbxRequest *result)
 }
 
 /*
- * Check that the caller may clone a source as asked.  The worker checks
- * again when it takes the request; this is for failing early.
+ * Check that the caller may clone a source as asked (with data only if the
+ * source allows it, when check_data).  The worker checks again when it
+ * takes the request; this is for failing early.
  */
-static void
-sbx_check_source(const SbxRequest *req)
+void
+sbx_check_request_source(const SbxRequest *req, bool check_data)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
@@ -125,7 +126,7 @@ sbx_check_source(const SbxRequest *req)
 											SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 
-	if (!req->schema_only && !allow_data)
+	if (check_data && !req->schema_only && !allow_data)
 		sbx_report_data_denied(req->source);
 }
 
@@ -260,7 +261,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	if (strlen(source) >= NAMEDATALEN)
 		sbx_report_source_denied(source, req.caller_is_admin);
 	strlcpy(req.source, source, sizeof(req.source));
-	sbx_check_source(&req);
+	sbx_check_request_source(&req, true);
 	if (!sbx_snapshot_serves(&req))
 		sbx_probe_source_locale(req.source, &req.locale);
 

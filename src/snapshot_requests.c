@@ -15,8 +15,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "pgsandbox.h"
@@ -34,15 +32,9 @@ PG_FUNCTION_INFO_V1(pgsandbox_set_pool);
  * unless it is being removed (check_data false).
  */
 static void
-sbx_snapshot_request(FunctionCallInfo fcinfo, SbxRequest *req,
-					 SbxRequestKind kind, const char *source, bool schema_only,
-					 bool check_data)
+sbx_snapshot_request(SbxRequest *req, SbxRequestKind kind, const char *source,
+					 bool schema_only, bool check_data)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	bool		isnull;
-	int			rc;
-
 	sbx_require_admin();
 	sbx_check_database();
 	sbx_init_request(req, kind);
@@ -50,20 +42,7 @@ sbx_snapshot_request(FunctionCallInfo fcinfo, SbxRequest *req,
 		sbx_report_source_denied(source, true);
 	strlcpy(req->source, source, sizeof(req->source));
 	req->schema_only = schema_only;
-
-	values[0] = CStringGetTextDatum(source);
-	SPI_connect();
-	rc = SPI_execute_with_args("SELECT allow_data FROM pgsandbox.source WHERE name = $1",
-							   1, argtypes, values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source \"%s\"", source);
-	if (SPI_processed == 0)
-		sbx_report_source_denied(source, true);
-	if (!schema_only && check_data &&
-		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-									&isnull)))
-		sbx_report_data_denied(source);
-	SPI_finish();
+	sbx_check_request_source(req, check_data);
 }
 
 /*
@@ -84,7 +63,7 @@ pgsandbox_snapshot(PG_FUNCTION_ARGS)
 	sbx_require_arg(fcinfo, 1, "schema_only");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	sbx_snapshot_request(fcinfo, &req, SBX_REQ_SNAPSHOT,
+	sbx_snapshot_request(&req, SBX_REQ_SNAPSHOT,
 						 text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_BOOL(1), true);
 	sbx_probe_source_locale(req.source, &req.locale);
 	sbx_run_request(&req, &result);
@@ -110,7 +89,7 @@ pgsandbox_drop_snapshot(PG_FUNCTION_ARGS)
 	bool		both = PG_ARGISNULL(1);
 
 	sbx_require_arg(fcinfo, 0, "source");
-	sbx_snapshot_request(fcinfo, &req, SBX_REQ_DROP_SNAPSHOT,
+	sbx_snapshot_request(&req, SBX_REQ_DROP_SNAPSHOT,
 						 text_to_cstring(PG_GETARG_TEXT_PP(0)), true, false);
 	req.both_kinds = both;
 	req.schema_only = both ? true : PG_GETARG_BOOL(1);
@@ -143,7 +122,7 @@ pgsandbox_schedule_snapshot(PG_FUNCTION_ARGS)
 					 errdetail("A schedule may take at most %d bytes.", SBX_SCHEDULE_MAX - 1)));
 		sbx_schedule_parse(schedule, &parsed);
 	}
-	sbx_snapshot_request(fcinfo, &req, SBX_REQ_SCHEDULE,
+	sbx_snapshot_request(&req, SBX_REQ_SCHEDULE,
 						 text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_BOOL(2),
 						 schedule != NULL);
 	if (schedule != NULL)
@@ -175,7 +154,7 @@ pgsandbox_set_pool(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("pool size must be between 0 and %d", sbx_max_sandboxes),
 				 errdetail("A pool holds at most pgsandbox.max_sandboxes sandboxes.")));
-	sbx_snapshot_request(fcinfo, &req, SBX_REQ_SET_POOL,
+	sbx_snapshot_request(&req, SBX_REQ_SET_POOL,
 						 text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_BOOL(2),
 						 size > 0);
 	req.pool_size = size;
