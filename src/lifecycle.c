@@ -211,16 +211,14 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 				" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
 				" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
 	else
-	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
-			" requested_by, owner_oid, ttl, expires_at, kind, method, snapshot_id,"
-			" data_as_of)"
-			" SELECT $1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
-			" pg_catalog.make_interval(secs => $6::float8),"
-			" CASE WHEN $8 = 'sandbox'"
-			"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8) END,"
-			" $8, $9, $10::bigint,"
-			" (SELECT data_as_of FROM pgsandbox.sandbox WHERE id = $10::bigint)"
-			" RETURNING id", SPI_OK_INSERT_RETURNING, 10, args);
+		sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
+				" requested_by, owner_oid, ttl, expires_at, kind, method, snapshot_id)"
+				" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
+				" pg_catalog.make_interval(secs => $6::float8),"
+				" CASE WHEN $8 = 'sandbox'"
+				"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8) END,"
+				" $8, $9, $10::bigint)"
+				" RETURNING id", SPI_OK_INSERT_RETURNING, 10, args);
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
 	if (spec->kind == SBX_KIND_SNAPSHOT)
@@ -419,7 +417,7 @@ TimestampTz
 sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 {
 	char		idbuf[32];
-	const char *args[3];
+	const char *args[2];
 	bool		isnull;
 	TimestampTz expires_at = 0;
 	const char *how;
@@ -444,7 +442,7 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 		sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
 				" expires_at = CASE WHEN kind = 'sandbox' THEN pg_catalog.now() + ttl END,"
 				" size_bytes = pg_catalog.pg_database_size(db_oid),"
-				" data_as_of = COALESCE($2::timestamptz, data_as_of)"
+				" data_as_of = $2::timestamptz"
 				" WHERE id = $1::bigint AND status = 'cloning'"
 				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
