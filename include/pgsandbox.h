@@ -372,8 +372,7 @@ extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   const char *action);
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
-extern bool sbx_drop_tracked(int64 id, const char *reason);
-extern bool sbx_drop_tracked_or_wait(int64 id, const char *reason);
+extern bool sbx_drop_first_of(List *ids, List *reasons);
 extern List *sbx_expired_sandboxes(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);

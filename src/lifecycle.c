@@ -700,7 +700,7 @@ const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
  * Drop a ready snapshot or pool member, which no one is connected to, and
  * record why.  Returns false if the row is no longer one to drop.
  */
-bool
+static bool
 sbx_drop_tracked(int64 id, const char *reason)
 {
 	char		idbuf[32];
@@ -746,13 +746,30 @@ typedef struct SbxDropFailure
 
 static List *sbx_drop_failures = NIL;	/* in TopMemoryContext */
 
+/* Whether a running clone job copies snapshot id (it still reads its role). */
+static bool
+sbx_snapshot_in_use(int64 id)
+{
+	bool		in_use = false;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
+	{
+		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].snapshot_id == id)
+			in_use = true;
+	}
+	LWLockRelease(sbx_shared->lock);
+	return in_use;
+}
+
 /*
- * sbx_drop_tracked for the worker's upkeep: a drop that fails (a role that
- * something elsewhere still depends on) is logged and not tried again for a
- * minute, so that it does not hold up the others.  Returns whether the row
- * was dropped.
+ * sbx_drop_tracked for the worker's upkeep.  A snapshot that a copy still
+ * reads is left for later; a drop that fails (a role that something
+ * elsewhere still depends on) is logged and not tried again for a minute,
+ * so that it does not hold up the others.  Returns whether the row was
+ * dropped.
  */
-bool
+static bool
 sbx_drop_tracked_or_wait(int64 id, const char *reason)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -761,6 +778,8 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
 	volatile bool dropped = false;
 	ListCell   *lc;
 
+	if (sbx_snapshot_in_use(id))
+		return false;
 	foreach(lc, sbx_drop_failures)
 	{
 		SbxDropFailure *f = lfirst(lc);
@@ -801,6 +820,24 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
 		pfree(failure);
 	}
 	return dropped;
+}
+
+/*
+ * Drop the first of these snapshots or pool members (ids as text, with the
+ * reason of each) that can be dropped now.  Returns whether one was.
+ */
+bool
+sbx_drop_first_of(List *ids, List *reasons)
+{
+	ListCell   *lc1;
+	ListCell   *lc2;
+
+	forboth(lc1, ids, lc2, reasons)
+	{
+		if (sbx_drop_tracked_or_wait(pg_strtoint64(lfirst(lc1)), lfirst(lc2)))
+			return true;
+	}
+	return false;
 }
 
 /* Names of live sandboxes whose time is up, oldest expiry first. */

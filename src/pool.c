@@ -122,9 +122,6 @@ sbx_pool_drop_one_stale(void)
 {
 	List	   *ids;
 	List	   *reasons;
-	ListCell   *lc1;
-	ListCell   *lc2;
-	bool		dropped = false;
 
 	sbx_xact_begin("pgsandbox: looking for stale pool members");
 	sbx_spi("WITH " SBX_CURRENT_SNAPSHOTS ","
@@ -149,16 +146,7 @@ sbx_pool_drop_one_stale(void)
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
 	sbx_xact_commit();
-
-	forboth(lc1, ids, lc2, reasons)
-	{
-		if (sbx_drop_tracked_or_wait(pg_strtoint64(lfirst(lc1)), lfirst(lc2)))
-		{
-			dropped = true;
-			break;
-		}
-	}
-	return dropped;
+	return sbx_drop_first_of(ids, reasons);
 }
 
 /*

@@ -271,22 +271,6 @@ sbx_retire_snapshots(const SbxActor *by, const char *source, bool both_kinds,
 	sbx_xact_commit();
 }
 
-/* Whether a running clone job copies snapshot id (it still reads its role). */
-static bool
-sbx_snapshot_in_use(int64 id)
-{
-	bool		in_use = false;
-
-	LWLockAcquire(sbx_shared->lock, LW_SHARED);
-	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
-	{
-		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].snapshot_id == id)
-			in_use = true;
-	}
-	LWLockRelease(sbx_shared->lock);
-	return in_use;
-}
-
 /*
  * Drop one snapshot that serves no more: retired, or of a source that was
  * removed (and maybe added again since, which makes a new source).  One that a copy still reads is left for a later step.  Returns
@@ -297,9 +281,6 @@ sbx_drop_one_retired(void)
 {
 	List	   *ids;
 	List	   *reasons;
-	ListCell   *lc1;
-	ListCell   *lc2;
-	bool		dropped = false;
 
 	sbx_xact_begin("pgsandbox: looking for snapshots to drop");
 	sbx_spi("SELECT s.id, CASE WHEN o.name IS NULL THEN 'snapshot of a removed source'"
@@ -313,18 +294,7 @@ sbx_drop_one_retired(void)
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
 	sbx_xact_commit();
-
-	forboth(lc1, ids, lc2, reasons)
-	{
-		int64		id = pg_strtoint64(lfirst(lc1));
-
-		if (sbx_snapshot_in_use(id))
-			continue;
-		dropped = sbx_drop_tracked_or_wait(id, lfirst(lc2));
-		if (dropped)
-			break;
-	}
-	return dropped;
+	return sbx_drop_first_of(ids, reasons);
 }
 
 /*
