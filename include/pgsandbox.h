@@ -378,7 +378,7 @@ extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* snapshots of sources and their schedules (snapshot.c) */
-extern bool sbx_snapshots_in_use(void);
+extern bool sbx_snapshots_in_use(bool *pools);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);

@@ -35,20 +35,25 @@
 
 /*
  * Whether there is anything for the upkeep timer to look after: a plan, or
- * a snapshot or pool member that is live.  One cheap query, so that a
- * server without snapshots pays for no more.
+ * a snapshot or pool member that is live; and in *pools, whether a pool is
+ * set.
  */
 bool
-sbx_snapshots_in_use(void)
+sbx_snapshots_in_use(bool *pools)
 {
 	bool		in_use;
+	bool		isnull;
 
 	sbx_xact_begin("pgsandbox: looking for snapshots and pools");
-	sbx_spi("SELECT 1 WHERE EXISTS (SELECT 1 FROM pgsandbox.snapshot_plan)"
+	sbx_spi("SELECT EXISTS (SELECT 1 FROM pgsandbox.snapshot_plan)"
 			"    OR EXISTS (SELECT 1 FROM pgsandbox.sandbox"
-			"                WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready'))",
+			"                WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')),"
+			" EXISTS (SELECT 1 FROM pgsandbox.snapshot_plan WHERE pool_size > 0)",
 			SPI_OK_SELECT, 0, NULL);
-	in_use = (SPI_processed > 0);
+	in_use = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	*pools = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 2, &isnull));
 	sbx_xact_commit();
 	return in_use;
 }

@@ -93,6 +93,15 @@ static List *sbx_reconcile_ids = NIL;	/* ids (text) still to reconcile */
 /* whether the catalog has snapshots and pools (it is updated to 0.3) */
 static bool sbx_catalog_current = false;
 
+/*
+ * Whether snapshots, plans or pools may exist, and whether a pool may be
+ * set.  Only the worker makes them (serving snapshot requests), and the
+ * upkeep timer clears these when it finds none; while they are false, the
+ * timer sleeps and clones look for no pool or snapshot.
+ */
+static bool sbx_snapshots_may_exist = true;
+static bool sbx_pools_may_exist = true;
+
 /* the request being served, answered if an error escapes to the loop */
 static int	sbx_serving_slot = -1;
 static uint64 sbx_serving_serial = 0;
@@ -611,12 +620,13 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	SbxRequest	outcome;
 
 	*have_snapshot = false;
-	if (req->fresh || !sbx_catalog_current)
+	if (req->fresh || !sbx_catalog_current || !sbx_snapshots_may_exist)
 		return false;
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
-		if (sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
+		if (sbx_pools_may_exist &&
+			sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
 							 req->labels, &outcome))
 		{
 			answered = true;
@@ -728,6 +738,10 @@ sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
 	bool		failed = false;
 
 	memset(&outcome, 0, sizeof(outcome));
+	if (req->kind == SBX_REQ_SNAPSHOT || req->kind == SBX_REQ_SCHEDULE)
+		sbx_snapshots_may_exist = true;
+	else if (req->kind == SBX_REQ_SET_POOL && req->pool_size > 0)
+		sbx_snapshots_may_exist = sbx_pools_may_exist = true;
 	PG_TRY();
 	{
 		if (req->kind == SBX_REQ_DROP_SNAPSHOT)
@@ -767,7 +781,8 @@ sbx_serve_requests(bool ready, int running)
 		SbxRequest	req;
 
 		/* with no clone job free, a clone may still be handed out */
-		if (!sbx_queue_take(slot, !ready || j >= 0 || sbx_catalog_current, &req))
+		if (!sbx_queue_take(slot, !ready || j >= 0 ||
+							(sbx_catalog_current && sbx_pools_may_exist), &req))
 			continue;
 		if (ready && j < 0 && req.kind == SBX_REQ_SNAPSHOT)
 		{
@@ -913,7 +928,7 @@ sbx_reconcile_step(void)
 static long
 sbx_upkeep_interval(void)
 {
-	return 1000L;
+	return sbx_snapshots_may_exist ? 1000L : -1L;
 }
 
 /* Clone jobs running now, and how many of them no caller waits for. */
@@ -946,6 +961,7 @@ sbx_upkeep_step(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool more = false;
+	bool		pools;
 	int			background;
 	int			running = sbx_running_jobs(&background);
 	int			j;
@@ -957,8 +973,10 @@ sbx_upkeep_step(void)
 		return false;			/* waits for ALTER EXTENSION UPDATE */
 	PG_TRY();
 	{
-		if (!sbx_snapshots_in_use())
-			more = false;
+		sbx_snapshots_may_exist = sbx_snapshots_in_use(&pools);
+		sbx_pools_may_exist = pools;
+		if (!sbx_snapshots_may_exist)
+			;					/* nothing to look after: the timer sleeps */
 		else if (sbx_drop_one_retired() || sbx_pool_drop_one_stale())
 			more = true;
 		else if (running < sbx_max_concurrent_clones &&
