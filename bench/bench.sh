@@ -22,6 +22,8 @@
 #                     (wal_log or file_copy)
 #   LOAD_SECS=20      seconds of pgbench load per copy strategy compared
 #   SKIP_BUILD=0      1: do not build and install the extension
+#   MASKING_ONLY=0    1: measure masked data clones only (needs pgbench in
+#                     SOURCES and data in MODES), then stop
 #   PGBIN=/usr/lib/postgresql/15/bin  server and client programs
 #   BENCH_TMPDIR=/tmp where the cluster's temporary directory is made
 #   OUTDIR=bench/out  where results.txt, timings.csv and server.log go
@@ -41,6 +43,7 @@ BENCH_PORT=${BENCH_PORT:-5510}
 SOURCES=${SOURCES:-pgbench many many_ext}
 MODES=${MODES:-schema data}
 SKIP_BUILD=${SKIP_BUILD:-0}
+MASKING_ONLY=${MASKING_ONLY:-0}
 COPY_STRATEGY=${COPY_STRATEGY:-wal_log}
 LOAD_SECS=${LOAD_SECS:-20}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -254,7 +257,7 @@ say ""
 # Every source's snapshot of each kind, taken before the runs (untimed by
 # the runs; the time of each build is reported).
 declare -A t_snapshot
-for s in $SOURCES; do
+[ "$MASKING_ONLY" = 1 ] || for s in $SOURCES; do
 	for m in $MODES; do
 		so=true
 		[ "$m" = data ] && so=false
@@ -376,6 +379,72 @@ now_ns() {
 secs() { # nanoseconds
 	awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e9 }'
 }
+
+# --- masked data clones ------------------------------------------------------
+
+# A data clone of pgbench with pgbench_accounts.filler masked and the rows
+# of pgbench_history left out (sources on the same database, with those
+# rules), against the unmasked data clone, all dumps of the live source
+# (fresh => true), interleaved run by run.  Two masks: 'filler ' || aid, a
+# value made from the row's key as most masks are, and md5(filler), which
+# costs the source an md5 per row.  Each masked copy is checked: every row
+# of pgbench_accounts, its filler masked, no history, recorded as masked.
+declare -A t_masking t_run mask_expr
+mask_expr=([masked]="'filler ' || aid" [masked_md5]="md5(filler)")
+mask_result=""
+if [[ " $SOURCES " == *" pgbench "* && " $MODES " == *" data "* ]]; then
+	as_pg pgbench -n -t 200 src_pgbench >"$tmp/pgbench-history.log" 2>&1 ||
+		die "pgbench could not write history rows: $(tail -n 3 "$tmp/pgbench-history.log")"
+	declare -A want_masked
+	for method in masked masked_md5; do
+		psql_pg -c "SELECT pgsandbox.add_source('pgbench_$method', 'dbname=src_pgbench user=postgres', allow_data => true)" \
+			-c "SELECT pgsandbox.mask('pgbench_$method', 'public.pgbench_accounts.filler', \$\$${mask_expr[$method]}\$\$)" \
+			-c "SELECT pgsandbox.exclude_data('pgbench_$method', 'public.pgbench_history')" >/dev/null
+		want_masked[$method]="$((SCALE * 100000)) $(psql_pg -d src_pgbench -c "SELECT rtrim(${mask_expr[$method]}) FROM pgbench_accounts WHERE aid = 1") 0 t"
+	done
+	for r in $(seq 1 "$RUNS"); do
+		for method in unmasked masked masked_md5; do
+			src=pgbench
+			[ "$method" = unmasked ] || src=pgbench_$method
+			quiesce pgbench
+			t0=$(now_ns)
+			copy=$(psql_pg -c "SELECT name FROM pgsandbox.clone('$src', schema_only => false, fresh => true)")
+			t1=$(now_ns)
+			t_run[masking/$method/$r]=$(secs $((t1 - t0)))
+			t_masking[$method]+=" ${t_run[masking/$method/$r]}"
+			if [ "$method" != unmasked ]; then
+				got="$(psql_pg -d "$copy" -c "SELECT count(*) || ' ' || (SELECT rtrim(filler) FROM pgbench_accounts WHERE aid = 1) || ' ' || (SELECT count(*) FROM pgbench_history) FROM pgbench_accounts") $(psql_pg -c "SELECT masked FROM pgsandbox.sandboxes WHERE name = '$copy'")"
+				[ "$got" = "${want_masked[$method]}" ] || die "a $method copy of pgbench is not what the rules say:
+  want: ${want_masked[$method]}
+  got:  $got"
+			fi
+			drop_pgsandbox
+			echo "masking, run $r/$RUNS: $method ${t_run[masking/$method/$r]} s"
+		done
+	done
+	# shellcheck disable=SC2086
+	unmasked=$(median ${t_masking[unmasked]})
+	for method in masked masked_md5; do
+		# shellcheck disable=SC2086
+		a=$(median ${t_masking[$method]})
+		mask_result+="  ${mask_expr[$method]}: masked $a s, unmasked $unmasked s: ratio $(ratio "$a" "$unmasked"), paired $(paired "masking/$method" masking/unmasked)"$'\n'
+		psql_pg -c "SELECT pgsandbox.remove_source('pgbench_$method')" >/dev/null
+	done
+fi
+say_masking() {
+	[ -n "$mask_result" ] || return 0
+	say ""
+	say "Masked data clones of ${label[pgbench]}: pgbench_accounts.filler masked, the rows of pgbench_history left"
+	say "out; dumps of the live source, median seconds over $RUNS runs (the issue's target: at most 1.3)"
+	say "${mask_result%$'\n'}"
+}
+if [ "$MASKING_ONLY" = 1 ]; then
+	[ -n "$mask_result" ] || die "MASKING_ONLY=1 needs pgbench in SOURCES and data in MODES"
+	say_masking
+	cp "$tmp/results.txt" "$OUTDIR/"
+	echo "results in $OUTDIR/results.txt"
+	exit 0
+fi
 
 declare -A t_create t_drop t_server t_run
 printf 'source,mode,method,run,create_s,drop_s\n' >"$tmp/timings.csv"
@@ -666,6 +735,7 @@ if [ ${#archive_pairs[@]} -gt 0 ]; then
 	say "  paired: median over the runs of the ratio ext/plain within one run (the two are measured"
 	say "  a few seconds apart)"
 fi
+say_masking
 say ""
 say "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $load_start)"
 

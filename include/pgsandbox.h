@@ -30,6 +30,7 @@
 #define SBX_MESSAGE_MAX			256
 #define SBX_DETAIL_MAX			1024
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
+#define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
@@ -205,6 +206,15 @@ typedef struct SbxCloneJob
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
 
+	/*
+	 * A data clone's masking rules, packed by sbx_read_rules (rules.c), and
+	 * the source's rules_version they are; masked: rules apply to its rows
+	 * (for a copy, they applied to its snapshot's).
+	 */
+	int			rules_version;
+	bool		masked;
+	char		rules[SBX_RULES_MAX];
+
 	/* written by the clone worker before it exits */
 	bool		finished;
 	bool		ok;
@@ -379,6 +389,7 @@ extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* snapshots of sources and their schedules (snapshot.c) */
 extern bool sbx_snapshots_in_use(bool *pools);
+extern const char *sbx_snapshot_rules_current(void);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);
@@ -425,6 +436,7 @@ extern void sbx_harden_session(void);
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
 typedef struct pg_conn PGconn;
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
+extern PGconn *sbx_sandbox_login(const char *name, const char *password);
 extern PGconn *sbx_source_connect(const char *source);
 typedef struct pg_result PGresult;
 extern char *sbx_remote_error(PGconn *conn, const PGresult *res);
@@ -545,6 +557,30 @@ extern char *sbx_child_output(const char *label, char *const argv[],
 extern bool sbx_child_broken_pipe(const SbxChild *child);
 extern char *sbx_child_describe_failure(const SbxChild *child,
 										const char *const *secrets);
+
+/* masking rules (rules.c) and applying them to a data clone (masking.c) */
+typedef struct SbxMaskRule
+{
+	char	   *target;			/* schema.table.column, quoted where needed */
+	char	   *schema;
+	char	   *table;
+	char	   *column;
+	char	   *expression;
+} SbxMaskRule;
+
+typedef struct SbxMasking SbxMasking;
+
+extern bool sbx_catalog_has_rules(void);
+extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
+extern bool sbx_read_rules(const char *source, SbxCloneJob *job);
+extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns);
+extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
+									char **table_re);
+extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
+									 List *masks, List *patterns);
+extern List *sbx_masking_dump_options(const SbxMasking *masking);
+extern void sbx_masking_copy(SbxMasking *masking, PGconn *sandbox);
+extern char *sbx_masking_summary(const SbxMasking *masking);
 
 /* redaction (conninfo.c) */
 extern char *sbx_redact(const char *text, const char *const *secrets);

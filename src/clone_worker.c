@@ -22,6 +22,11 @@
  * out or changed on the way is collected in the job's notes, which the
  * 'ready' event records.
  *
+ * A data clone of a source with masking rules (masking.c) reads the source
+ * in one exported snapshot: pg_dump leaves out the rows of masked and
+ * excluded tables, the restore runs section by section, and the masked
+ * rows are copied between its data and post-data sections.
+ *
  * A copy of a snapshot needs none of that, and takes two clone workers.
  * The first, connected to pgsandbox.database, runs CREATE DATABASE ...
  * TEMPLATE (which takes seconds for a large snapshot, and so is kept out of
@@ -70,6 +75,9 @@ static char sbx_archive_dir[MAXPGPATH] = "";
 /* the job being served, and the secrets to keep out of messages */
 static SbxCloneJob sbx_job;
 static const char *sbx_secrets[3];
+
+/* with masking: the hint of a restore that fails once masked rows are in */
+static const char *sbx_restore_hint = NULL;
 
 static void
 sbx_phase(SbxPhase phase, int64 total)
@@ -257,12 +265,17 @@ sbx_argv(const char *const *args)
 	return argv;
 }
 
-/* pg_dump's arguments: only options, never a connection parameter */
+/*
+ * pg_dump's arguments: only options, never a connection parameter.  With
+ * masking, its options (the snapshot, the tables whose rows are left out)
+ * come in 'extra'; 'section' may name the one section to dump.
+ */
 static char **
-sbx_dump_argv(const char *archive)
+sbx_dump_argv(const char *archive, const char *section, List *extra)
 {
-	const char *args[16];
+	const char **args = palloc0(sizeof(char *) * (16 + list_length(extra)));
 	int			n = 0;
+	ListCell   *lc;
 
 	args[n++] = sbx_program("pg_dump");
 	args[n++] = "--format=custom";
@@ -276,13 +289,17 @@ sbx_dump_argv(const char *archive)
 		args[n++] = "--schema-only";
 	if (archive)
 		args[n++] = psprintf("--file=%s", archive);
+	if (section)
+		args[n++] = psprintf("--section=%s", section);
+	foreach(lc, extra)
+		args[n++] = lfirst(lc);
 	args[n] = NULL;
 	return sbx_argv(args);
 }
 
 /* pg_restore's arguments; the login is in its environment */
 static char **
-sbx_restore_argv(const char *list, const char *archive)
+sbx_restore_argv(const char *list, const char *archive, const char *section)
 {
 	const char *args[16];
 	int			n = 0;
@@ -299,6 +316,8 @@ sbx_restore_argv(const char *list, const char *archive)
 	args[n++] = psprintf("--dbname=%s", sbx_job.name);
 	if (list)
 		args[n++] = psprintf("--use-list=%s", list);
+	if (section)
+		args[n++] = psprintf("--section=%s", section);
 	if (archive)
 		args[n++] = archive;
 	args[n] = NULL;
@@ -312,7 +331,8 @@ sbx_check_child(const SbxChild *child, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("%s", what),
-				 errdetail_internal("%s", sbx_child_describe_failure(child, sbx_secrets))));
+				 errdetail_internal("%s", sbx_child_describe_failure(child, sbx_secrets)),
+				 sbx_restore_hint ? errhint("%s", sbx_restore_hint) : 0));
 }
 
 /* Run one child to its end and check that it succeeded. */
@@ -329,9 +349,9 @@ sbx_run_child(const char *label, char **argv, char **envp, int stdout_fd,
 	sbx_nchildren = 0;
 }
 
-/* pg_dump | pg_restore through a pipe */
+/* pg_dump | pg_restore through a pipe, of one section or all */
 static void
-sbx_stream(char **dump_env, char **restore_env)
+sbx_stream(char **dump_env, char **restore_env, const char *section, List *extra)
 {
 	int			pipefd[2];
 
@@ -340,11 +360,11 @@ sbx_stream(char **dump_env, char **restore_env)
 				(errcode_for_file_access(),
 				 errmsg("could not create pipe: %m")));
 
-	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL), dump_env,
-					-1, pipefd[1]);
+	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, section, extra),
+					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
 	close(pipefd[1]);
-	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL),
+	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL, section),
 					restore_env, pipefd[0], -1);
 	sbx_nchildren = 2;
 	close(pipefd[0]);
@@ -366,9 +386,37 @@ sbx_stream(char **dump_env, char **restore_env)
 	sbx_nchildren = 0;
 }
 
-/* pg_dump to a private archive, filter its contents, pg_restore it */
+/*
+ * With masking, between the restore's data and post-data sections: the
+ * masked tables' rows, over a login as the sandbox role.  A failure of
+ * post-data from then on may be a masked value that breaks a key.
+ */
 static void
-sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *info)
+sbx_copy_masked_rows(SbxMasking *masking)
+{
+	PGconn	   *conn = sbx_sandbox_login(sbx_job.name, sbx_job.password);
+
+	PG_TRY();
+	{
+		sbx_masking_copy(masking, conn);
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+	sbx_restore_hint = psprintf("Masked values may break a unique key, a foreign key or a check: %s.",
+								sbx_masking_summary(masking));
+}
+
+/*
+ * pg_dump to a private archive, filter its contents, pg_restore it; with
+ * masking, section by section, the masked rows copied between data and
+ * post-data.
+ */
+static void
+sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *info,
+					SbxMasking *masking)
 {
 	char		parent[MAXPGPATH];
 	char	   *archive;
@@ -397,7 +445,10 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	list = psprintf("%s/restore.toc", sbx_archive_dir);
 
 	sbx_phase(SBX_PHASE_DUMPING, -1);
-	sbx_run_child("pg_dump", sbx_dump_argv(archive), dump_env, -1,
+	sbx_run_child("pg_dump",
+				  sbx_dump_argv(archive, NULL,
+								masking ? sbx_masking_dump_options(masking) : NIL),
+				  dump_env, -1,
 				  psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
 
 	fd = open(toc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
@@ -421,8 +472,22 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	}
 
 	sbx_phase(SBX_PHASE_RESTORING, -1);
-	sbx_run_child("pg_restore", sbx_restore_argv(list, archive), restore_env, -1,
-				  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+	if (masking == NULL)
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, NULL), restore_env, -1,
+					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+	else
+	{
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "pre-data"),
+					  restore_env, -1,
+					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "data"),
+					  restore_env, -1,
+					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+		sbx_copy_masked_rows(masking);
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "post-data"),
+					  restore_env, -1,
+					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
+	}
 
 	(void) rmtree(sbx_archive_dir, true);
 	sbx_archive_dir[0] = '\0';
@@ -467,12 +532,41 @@ sbx_restore_config_data(const SbxSourceInfo *info)
 	PG_END_TRY();
 }
 
+/*
+ * Dump the source into the sandbox, section by section with masking, the
+ * masked rows copied between data and post-data.
+ */
+static void
+sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *info,
+					 SbxMasking *masking)
+{
+	if (info->extensions != NIL || info->event_triggers != NIL)
+		sbx_through_archive(dump_env, restore_env, info, masking);
+	else if (masking == NULL)
+	{
+		sbx_phase(SBX_PHASE_RESTORING, -1);
+		sbx_stream(dump_env, restore_env, NULL, NIL);
+	}
+	else
+	{
+		List	   *options = sbx_masking_dump_options(masking);
+
+		sbx_phase(SBX_PHASE_RESTORING, -1);
+		sbx_stream(dump_env, restore_env, "pre-data", options);
+		sbx_stream(dump_env, restore_env, "data", options);
+		sbx_copy_masked_rows(masking);
+		sbx_stream(dump_env, restore_env, "post-data", options);
+	}
+}
+
 static void
 sbx_fill_sandbox(void)
 {
 	SbxSourceInfo *info;
 	char	  **dump_env;
 	char	  **restore_env;
+	bool		masked = sbx_job.masked && !sbx_job.schema_only;
+	PGconn	   *volatile reader = NULL;
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
 	info = sbx_source_read();
@@ -486,15 +580,37 @@ sbx_fill_sandbox(void)
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.name);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
-	/* pg_dump takes its snapshot of the source as it starts */
-	sbx_job.data_as_of = GetCurrentTimestamp();
-	if (info->extensions == NIL && info->event_triggers == NIL)
+	if (!masked)
 	{
-		sbx_phase(SBX_PHASE_RESTORING, -1);
-		sbx_stream(dump_env, restore_env);
+		/* pg_dump takes its snapshot of the source as it starts */
+		sbx_job.data_as_of = GetCurrentTimestamp();
+		sbx_dump_and_restore(dump_env, restore_env, info, NULL);
 	}
 	else
-		sbx_through_archive(dump_env, restore_env, info);
+	{
+		List	   *masks;
+		List	   *patterns;
+
+		sbx_unpack_rules(&sbx_job, &masks, &patterns);
+		reader = sbx_source_open(sbx_job.source, sbx_job.conninfo,
+								 sbx_job.require_password);
+		PG_TRY();
+		{
+			SbxMasking *masking;
+
+			/* every read of the clone uses the reader's snapshot */
+			sbx_job.data_as_of = GetCurrentTimestamp();
+			masking = sbx_masking_begin(reader, sbx_job.source, masks, patterns);
+			sbx_dump_and_restore(dump_env, restore_env, info, masking);
+			sbx_note("%s", sbx_masking_summary(masking));
+		}
+		PG_FINALLY();
+		{
+			libpqsrv_disconnect(reader);
+		}
+		PG_END_TRY();
+	}
+	sbx_restore_hint = NULL;
 	sbx_phase(SBX_PHASE_FINISHING, -1);
 	sbx_restore_config_data(info);
 	sbx_apply_settings(info->settings);

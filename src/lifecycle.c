@@ -178,7 +178,8 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	char		ttl[32];
 	char		owner[16];
 	char		snapshot_id[32];
-	const char *args[10];
+	char		rules_version[16];
+	const char *args[12];
 	bool		isnull;
 	const char *what = spec->schema_only ? "schema only" : "schema and data";
 
@@ -203,6 +204,16 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	if (spec->snapshot)
 		snprintf(snapshot_id, sizeof(snapshot_id), INT64_FORMAT, spec->snapshot->id);
 	args[9] = spec->snapshot ? snapshot_id : NULL;
+
+	/*
+	 * A dump of the source's rows reads them under the source's rules; a
+	 * copy is as masked as its snapshot.
+	 */
+	if (!spec->snapshot && !spec->schema_only)
+		job->masked = sbx_read_rules(spec->source, job);
+	snprintf(rules_version, sizeof(rules_version), "%d", job->rules_version);
+	args[10] = rules_version;
+	args[11] = job->masked ? "true" : "false";
 	if (!sbx_catalog_has_kinds())	/* before ALTER EXTENSION UPDATE */
 		sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
 				" requested_by, owner_oid, ttl, expires_at)"
@@ -210,7 +221,7 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 				" pg_catalog.make_interval(secs => $6::float8),"
 				" pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8))"
 				" RETURNING id", SPI_OK_INSERT_RETURNING, 7, args);
-	else
+	else if (!sbx_catalog_has_rules())	/* a 0.3 catalog */
 		sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
 				" requested_by, owner_oid, ttl, expires_at, kind, method, snapshot_id)"
 				" VALUES ($1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
@@ -219,6 +230,23 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 				"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8) END,"
 				" $8, $9, $10::bigint)"
 				" RETURNING id", SPI_OK_INSERT_RETURNING, 10, args);
+	else
+	{
+		sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
+				" requested_by, owner_oid, ttl, expires_at, kind, method, snapshot_id,"
+				" rules_version, masked)"
+				" SELECT $1, $2, $3::boolean, 'cloning', $4::jsonb, $5::name, $7::oid,"
+				" pg_catalog.make_interval(secs => $6::float8),"
+				" CASE WHEN $8 = 'sandbox'"
+				"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $6::float8) END,"
+				" $8, $9, $10::bigint,"
+				" COALESCE(c.rules_version, $11::integer), COALESCE(c.masked, $12::boolean)"
+				"  FROM (SELECT) AS one"
+				"  LEFT JOIN pgsandbox.sandbox c ON c.id = $10::bigint"
+				" RETURNING id, masked", SPI_OK_INSERT_RETURNING, 12, args);
+		job->masked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
 	if (spec->kind == SBX_KIND_SNAPSHOT)

@@ -34,7 +34,7 @@
 	"current_snapshot AS (" \
 	" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s" \
 	"   JOIN pgsandbox.source o ON o.name = s.source AND o.added_at <= s.created_at" \
-	"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL" \
+	"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s" \
 	"  GROUP BY s.source, s.schema_only)"
 
 /*
@@ -62,13 +62,14 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 	explicit_bzero(job.conninfo, sizeof(job.conninfo));
 	args[0] = source;
 	args[1] = schema_only ? "true" : "false";
-	sbx_spi("WITH " SBX_CURRENT_SNAPSHOTS
-			" SELECT s.id, s.name FROM pgsandbox.sandbox s"
-			"   JOIN current_snapshot c ON c.source = s.source"
-			"    AND c.schema_only = s.schema_only AND c.id = s.snapshot_id"
-			"  WHERE s.kind = 'pool' AND s.status = 'ready'"
-			"    AND s.source = $1 AND s.schema_only = $2::boolean"
-			"  ORDER BY s.id LIMIT 1", SPI_OK_SELECT, 2, args);
+	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS
+					 " SELECT s.id, s.name FROM pgsandbox.sandbox s"
+					 "   JOIN current_snapshot c ON c.source = s.source"
+					 "    AND c.schema_only = s.schema_only AND c.id = s.snapshot_id"
+					 "  WHERE s.kind = 'pool' AND s.status = 'ready'"
+					 "    AND s.source = $1 AND s.schema_only = $2::boolean"
+					 "  ORDER BY s.id LIMIT 1", sbx_snapshot_rules_current()),
+			SPI_OK_SELECT, 2, args);
 	if (SPI_processed == 0)
 	{
 		sbx_xact_commit();
@@ -124,25 +125,26 @@ sbx_pool_drop_one_stale(void)
 	List	   *reasons;
 
 	sbx_xact_begin("pgsandbox: looking for stale pool members");
-	sbx_spi("WITH " SBX_CURRENT_SNAPSHOTS ","
-			" member AS ("
-			"  SELECT s.id, s.snapshot_id, c.id AS current_id, p.pool_size,"
-			"         pg_catalog.row_number() OVER (PARTITION BY s.source, s.schema_only"
-			"                                       ORDER BY s.id) AS rank"
-			"    FROM pgsandbox.sandbox s"
-			"    LEFT JOIN pgsandbox.snapshot_plan p"
-			"      ON p.source = s.source AND p.schema_only = s.schema_only"
-			"    LEFT JOIN current_snapshot c"
-			"      ON c.source = s.source AND c.schema_only = s.schema_only"
-			"   WHERE s.kind = 'pool' AND s.status = 'ready')"
-			" SELECT id, CASE WHEN COALESCE(pool_size, 0) = 0 THEN 'pool removed'"
-			"                 WHEN current_id IS DISTINCT FROM snapshot_id"
-			"                   THEN 'pool member of an older snapshot'"
-			"                 ELSE 'pool member beyond the pool''s size' END"
-			"   FROM member"
-			"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
-			"     OR rank > pool_size"
-			"  ORDER BY id", SPI_OK_SELECT, 0, NULL);
+	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS ","
+				" member AS ("
+				"  SELECT s.id, s.snapshot_id, c.id AS current_id, p.pool_size,"
+				"         pg_catalog.row_number() OVER (PARTITION BY s.source, s.schema_only"
+				"                                       ORDER BY s.id) AS rank"
+				"    FROM pgsandbox.sandbox s"
+				"    LEFT JOIN pgsandbox.snapshot_plan p"
+				"      ON p.source = s.source AND p.schema_only = s.schema_only"
+				"    LEFT JOIN current_snapshot c"
+				"      ON c.source = s.source AND c.schema_only = s.schema_only"
+				"   WHERE s.kind = 'pool' AND s.status = 'ready')"
+				" SELECT id, CASE WHEN COALESCE(pool_size, 0) = 0 THEN 'pool removed'"
+				"                 WHEN current_id IS DISTINCT FROM snapshot_id"
+				"                   THEN 'pool member of an older snapshot'"
+				"                 ELSE 'pool member beyond the pool''s size' END"
+				"   FROM member"
+				"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
+				"     OR rank > pool_size"
+				"  ORDER BY id", sbx_snapshot_rules_current()),
+			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
 	sbx_xact_commit();
@@ -164,28 +166,29 @@ sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
 	bool		isnull;
 
 	sbx_xact_begin("pgsandbox: looking for pools to fill");
-	sbx_spi("WITH " SBX_CURRENT_SNAPSHOTS
-			" SELECT p.source, p.schema_only, c.id IS NULL"
-			"   FROM pgsandbox.snapshot_plan p"
-			"   LEFT JOIN current_snapshot c"
-			"     ON c.source = p.source AND c.schema_only = p.schema_only"
-			"  WHERE p.pool_size > 0"
-			"    AND p.pool_size > (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s"
-			"                        WHERE s.kind = 'pool' AND s.source = p.source"
-			"                          AND s.schema_only = p.schema_only"
-			"                          AND (s.status = 'cloning'"
-			"                               OR (s.status = 'ready' AND s.snapshot_id = c.id)))"
-			"    AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
-			"                     WHERE s.kind = 'snapshot' AND s.status = 'cloning'"
-			"                       AND s.source = p.source AND s.schema_only = p.schema_only)"
-			"    AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
-			"                     WHERE s.kind IN ('snapshot', 'pool') AND s.status = 'failed'"
-			"                       AND s.source = p.source AND s.schema_only = p.schema_only"
-			"                       AND s.created_at > pg_catalog.now() - interval '1 minute'"
-			"                       AND NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
-			"                                        WHERE e.sandbox = s.name"
-			"                                          AND e.action = 'cleanup'))"
-			"  ORDER BY p.source, p.schema_only LIMIT 1", SPI_OK_SELECT, 0, NULL);
+	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS
+				" SELECT p.source, p.schema_only, c.id IS NULL"
+				"   FROM pgsandbox.snapshot_plan p"
+				"   LEFT JOIN current_snapshot c"
+				"     ON c.source = p.source AND c.schema_only = p.schema_only"
+				"  WHERE p.pool_size > 0"
+				"    AND p.pool_size > (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s"
+				"                        WHERE s.kind = 'pool' AND s.source = p.source"
+				"                          AND s.schema_only = p.schema_only"
+				"                          AND (s.status = 'cloning'"
+				"                               OR (s.status = 'ready' AND s.snapshot_id = c.id)))"
+				"    AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+				"                     WHERE s.kind = 'snapshot' AND s.status = 'cloning'"
+				"                       AND s.source = p.source AND s.schema_only = p.schema_only)"
+				"    AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+				"                     WHERE s.kind IN ('snapshot', 'pool') AND s.status = 'failed'"
+				"                       AND s.source = p.source AND s.schema_only = p.schema_only"
+				"                       AND s.created_at > pg_catalog.now() - interval '1 minute'"
+				"                       AND NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
+				"                                        WHERE e.sandbox = s.name"
+				"                                          AND e.action = 'cleanup'))"
+				"  ORDER BY p.source, p.schema_only LIMIT 1", sbx_snapshot_rules_current()),
+			SPI_OK_SELECT, 0, NULL);
 	found = (SPI_processed == 1);
 	if (found)
 	{

@@ -196,9 +196,11 @@ sbx_snapshot_serves(const SbxRequest *req)
 	values[0] = CStringGetTextDatum(req->source);
 	values[1] = BoolGetDatum(req->schema_only);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT 1 FROM pgsandbox.sandbox"
-							  " WHERE kind = 'snapshot' AND status = 'ready'"
-							  "   AND retired_at IS NULL AND source = $1 AND schema_only = $2",
+	if (SPI_execute_with_args(psprintf("SELECT 1 FROM pgsandbox.sandbox s, pgsandbox.source o"
+									   " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
+									   "   AND s.retired_at IS NULL AND s.source = $1"
+									   "   AND s.schema_only = $2 AND o.name = s.source%s",
+									   sbx_snapshot_rules_current()),
 							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the snapshots of source \"%s\"", req->source);
 	found = (SPI_processed > 0);

@@ -70,20 +70,18 @@ sbx_sandbox_lookup(const char *name, char **password, char **source)
 }
 
 /*
- * Log into a sandbox as its role.  Returns the connection; *source is set
- * to the name of the sandbox's source.
+ * Log into sandbox 'name' as its role, with its password.  The password
+ * never appears in a message.
  */
 PGconn *
-sbx_sandbox_connect(const char *name, char **source)
+sbx_sandbox_login(const char *name, const char *password)
 {
-	const char *keywords[8];
-	const char *values[8];
+	const char *keywords[7];
+	const char *values[7];
 	const char *secrets[2];
-	char	   *password;
 	char		portstr[16];
 	PGconn	   *conn;
 
-	sbx_sandbox_lookup(name, &password, source);
 	snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
 	keywords[0] = "host";
 	values[0] = sbx_effective_host();
@@ -109,14 +107,35 @@ sbx_sandbox_connect(const char *name, char **source)
 		secrets[1] = NULL;
 		msg = sbx_redact(PQerrorMessage(conn), secrets);
 		msg[strcspn(msg, "\n")] = '\0';
-		explicit_bzero(password, strlen(password));
 		libpqsrv_disconnect(conn);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not log into sandbox \"%s\"", name),
 				 errdetail_internal("%s", msg)));
 	}
-	explicit_bzero(password, strlen(password));
+	return conn;
+}
+
+/*
+ * Log into a sandbox the caller may use, as its role.  Returns the
+ * connection; *source is set to the name of the sandbox's source.
+ */
+PGconn *
+sbx_sandbox_connect(const char *name, char **source)
+{
+	char	   *password;
+	PGconn	   *volatile conn = NULL;
+
+	sbx_sandbox_lookup(name, &password, source);
+	PG_TRY();
+	{
+		conn = sbx_sandbox_login(name, password);
+	}
+	PG_FINALLY();
+	{
+		explicit_bzero(password, strlen(password));
+	}
+	PG_END_TRY();
 	return conn;
 }
 

@@ -59,9 +59,20 @@ sbx_snapshots_in_use(bool *pools)
 }
 
 /*
+ * A condition on snapshot s of source o, in SQL: its rows were read under
+ * the source's rules as they are (a schema-only one has no rows).  Empty
+ * before the catalog has rules.
+ */
+const char *
+sbx_snapshot_rules_current(void)
+{
+	return sbx_if_rules(" AND (s.schema_only OR s.rules_version = o.rules_version)", "");
+}
+
+/*
  * The ready snapshot clones of (source, schema_only) copy now: the newest
- * one not retired, of a source that still exists.  Returns false if there
- * is none.
+ * one not retired, of a source that still exists, taken under its rules as
+ * they are.  Returns false if there is none.
  */
 bool
 sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
@@ -72,15 +83,16 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 
 	memset(ref, 0, sizeof(*ref));
 	sbx_xact_begin("pgsandbox: looking up a snapshot");
-	sbx_spi("SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes"
-			"  FROM pgsandbox.sandbox s"
-			"  JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
-			"  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
-			" WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL"
-			"   AND s.source = $1 AND s.schema_only = $2::boolean"
-			"   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
-			"                WHERE o.name = s.source AND o.added_at <= s.created_at)"
-			" ORDER BY s.id DESC LIMIT 1", SPI_OK_SELECT, 2, args);
+	sbx_spi(psprintf("SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes"
+					 "  FROM pgsandbox.sandbox s"
+					 "  JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+					 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
+					 " WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL"
+					 "   AND s.source = $1 AND s.schema_only = $2::boolean"
+					 "   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
+					 "                WHERE o.name = s.source AND o.added_at <= s.created_at%s)"
+					 " ORDER BY s.id DESC LIMIT 1", sbx_snapshot_rules_current()),
+			SPI_OK_SELECT, 2, args);
 	found = (SPI_processed == 1);
 	if (found)
 	{
@@ -288,14 +300,18 @@ sbx_drop_one_retired(void)
 	List	   *reasons;
 
 	sbx_xact_begin("pgsandbox: looking for snapshots to drop");
-	sbx_spi("SELECT s.id, CASE WHEN o.name IS NULL THEN 'snapshot of a removed source'"
-			"                  ELSE 'snapshot replaced by a newer one, or dropped by drop_snapshot()' END"
-			"  FROM pgsandbox.sandbox s"
-			"  LEFT JOIN pgsandbox.source o"
-			"    ON o.name = s.source AND o.added_at <= s.created_at"
-			" WHERE s.kind = 'snapshot' AND s.status = 'ready'"
-			"   AND (s.retired_at IS NOT NULL OR o.name IS NULL)"
-			" ORDER BY s.id", SPI_OK_SELECT, 0, NULL);
+	sbx_spi(psprintf("SELECT s.id, CASE WHEN o.name IS NULL THEN 'snapshot of a removed source'"
+					 "                  WHEN s.retired_at IS NOT NULL"
+					 "                    THEN 'snapshot replaced by a newer one, or dropped by drop_snapshot()'"
+					 "                  ELSE 'snapshot taken before the source''s rules changed' END"
+					 "  FROM pgsandbox.sandbox s"
+					 "  LEFT JOIN pgsandbox.source o"
+					 "    ON o.name = s.source AND o.added_at <= s.created_at"
+					 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
+					 "   AND (s.retired_at IS NOT NULL OR o.name IS NULL%s)"
+					 " ORDER BY s.id",
+					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")),
+			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
 	sbx_xact_commit();
@@ -303,9 +319,11 @@ sbx_drop_one_retired(void)
 }
 
 /*
- * The next snapshot whose schedule is due, if any, and no build of it is
- * under way: its next run is set from now, and true returned with its
- * source and kind.  A build that fails waits for the next run.
+ * The next snapshot whose schedule is due, or whose retake a change of its
+ * source's rules asked for (rules.c), if any, and no build of it is under
+ * way: its next run is set from now (none without a schedule), and true
+ * returned with its source and kind.  A build that fails waits for the
+ * next run.
  */
 bool
 sbx_next_scheduled_build(char *source, bool *schema_only)
@@ -315,7 +333,7 @@ sbx_next_scheduled_build(char *source, bool *schema_only)
 
 	sbx_xact_begin("pgsandbox: looking for scheduled snapshots");
 	sbx_spi("SELECT p.source, p.schema_only, p.schedule FROM pgsandbox.snapshot_plan p"
-			" WHERE p.schedule IS NOT NULL AND p.next_run_at <= pg_catalog.now()"
+			" WHERE p.next_run_at <= pg_catalog.now()"
 			"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 			"                    WHERE s.kind = 'snapshot' AND s.status = 'cloning'"
 			"                      AND s.source = p.source AND s.schema_only = p.schema_only)"
@@ -325,14 +343,19 @@ sbx_next_scheduled_build(char *source, bool *schema_only)
 	{
 		SbxSchedule schedule;
 		const char *args[3];
+		char	   *text = sbx_spi_text(0, 3);
 
 		strlcpy(source, sbx_spi_text(0, 1), NAMEDATALEN);
 		*schema_only = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 2, &isnull));
-		sbx_schedule_parse(sbx_spi_text(0, 3), &schedule);
 		args[0] = source;
 		args[1] = *schema_only ? "true" : "false";
-		args[2] = timestamptz_to_str(sbx_schedule_next(&schedule, GetCurrentTimestamp()));
+		args[2] = NULL;			/* no schedule: a retake once rules changed */
+		if (text != NULL)
+		{
+			sbx_schedule_parse(text, &schedule);
+			args[2] = timestamptz_to_str(sbx_schedule_next(&schedule, GetCurrentTimestamp()));
+		}
 		sbx_spi("UPDATE pgsandbox.snapshot_plan SET next_run_at = $3::timestamptz"
 				" WHERE source = $1 AND schema_only = $2::boolean", SPI_OK_UPDATE, 3, args);
 	}

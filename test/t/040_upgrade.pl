@@ -136,13 +136,21 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is($node->safe_psql('postgres', "SELECT method FROM pgsandbox.sandboxes WHERE name = '$copy'"),
 		'snapshot', "from $from: and so does a clone copied from a snapshot");
 
-	# a dump of the admin database now keeps the grants and the snapshot
-	# plans too
+	# masking rules apply to a data clone after the update
+	$node->safe_psql('postgres', q{SELECT pgsandbox.mask('shop', 'public.item.name', $$'n' || id$$)});
+	my ($masked, $masked_conninfo) = split / /,
+	  $node->safe_psql('postgres', "SELECT name || ' ' || conninfo FROM pgsandbox.clone('shop', schema_only => false)"), 2;
+	(undef, $rows) = sandbox_psql($node, $masked_conninfo // '', 'SELECT string_agg(name, \',\' ORDER BY id) FROM item WHERE id < 4');
+	is($rows . ' ' . $node->safe_psql('postgres', "SELECT masked FROM pgsandbox.sandboxes WHERE name = '$masked'"),
+		'n1,n2,n3 t', "from $from: and a masked clone after the update has masked rows");
+
+	# a dump of the admin database now keeps the grants, the snapshot plans
+	# and the rules too
 	my $dump = $node->safe_psql('postgres', q{
 SELECT string_agg(x::regclass::text, ',' ORDER BY 1) FROM pg_extension, unnest(extconfig) x
  WHERE extname = 'pgsandbox'});
-	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan',
-		"from $from: the sources, their grants and snapshot plans are kept by pg_dump");
+	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan,pgsandbox.source_rule',
+		"from $from: the sources, their grants, snapshot plans and rules are kept by pg_dump");
 	$node->stop;
 }
 

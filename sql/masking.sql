@@ -1,0 +1,180 @@
+--
+-- masking: the SQL surface of masking rules, every error of bad input
+-- (which changes nothing), who may set and see rules, and suggest_masks()
+--
+CREATE DATABASE regress_sbx_mask;
+\c regress_sbx_mask
+CREATE SCHEMA app;
+CREATE TABLE app.customers (
+	id int PRIMARY KEY,
+	email text NOT NULL UNIQUE,
+	full_name text,
+	phone varchar(20),
+	"Mixed Case" text,
+	born date,
+	score int,
+	label text GENERATED ALWAYS AS ('c' || id) STORED);
+CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int REFERENCES app.customers, note text);
+CREATE TABLE app.audit_2025 (id int, payload text);
+CREATE TABLE app.audit_2026 (id int, payload text);
+\c contrib_regression
+
+SELECT pgsandbox.add_source('mask', 'dbname=regress_sbx_mask', allow_data => true);
+SELECT pgsandbox.add_source('mask2', 'dbname=regress_sbx_mask', allow_data => true);
+SELECT pgsandbox.add_source('gone', 'dbname=regress_sbx_no_such_db', allow_data => true);
+
+CREATE TEMP TABLE counts_before AS
+SELECT (SELECT count(*) FROM pgsandbox.source_rule) AS rules,
+       (SELECT string_agg(name || '=' || rules_version, ',' ORDER BY name) FROM pgsandbox.source) AS versions,
+       (SELECT count(*) FROM pgsandbox.sandbox) AS sandboxes;
+
+-- mask(): bad input, each refused with its own SQLSTATE
+\set VERBOSITY default
+SELECT pgsandbox.mask(NULL, 'app.customers.email', 'NULL');
+SELECT pgsandbox.mask('mask', NULL, 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.email', NULL);
+SELECT pgsandbox.mask('nosuchsource', 'app.customers.email', 'NULL');
+SELECT pgsandbox.mask('mask', 'customers.email', 'NULL');
+SELECT pgsandbox.mask('mask', 'a.b.c.d', 'NULL');
+SELECT pgsandbox.mask('mask', 'app."customers.email', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.email', '');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'md5(email)) FROM app.customers; SELECT (1');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'email FROM app.orders');
+SELECT pgsandbox.mask('mask', 'app.customers.email', '1, 2');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'md5(email');
+SELECT pgsandbox.mask('mask', 'app.nosuchtable.email', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.nosuchcolumn', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'no_such_function(email)');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'no_such_column');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'length(email)');
+SELECT pgsandbox.mask('mask', 'app.customers.score', $$'x'$$);
+SELECT pgsandbox.mask('mask', 'app.customers.born', 'born > now()');
+SELECT pgsandbox.mask('mask', 'app.customers.label', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.orders.customer_id', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.id', 'id + 1');
+SELECT pgsandbox.mask('mask', 'app.customers.email', repeat('1 + ', 5000) || '1');
+
+-- exclude_data() and include_data(): bad patterns, missing rules
+SELECT pgsandbox.exclude_data('mask', NULL);
+SELECT pgsandbox.exclude_data('mask', '');
+SELECT pgsandbox.exclude_data('mask', 'a.b.c');
+SELECT pgsandbox.exclude_data('mask', 'app.');
+SELECT pgsandbox.exclude_data('mask', '"app.audit');
+SELECT pgsandbox.exclude_data('mask', 'app.audit_(');
+SELECT pgsandbox.exclude_data('nosuchsource', 'app.audit_*');
+SELECT pgsandbox.include_data('mask', 'app.audit_*');
+SELECT pgsandbox.unmask('mask', 'app.customers.email');
+SELECT pgsandbox.unmask('mask', 'nodots');
+
+-- the SQLSTATE of each kind of error
+CREATE FUNCTION pg_temp.sqlstate_of(call text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE 'SELECT ' || call;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE;
+END
+$$;
+SELECT c AS call, pg_temp.sqlstate_of(c) AS sqlstate
+  FROM (VALUES ($$pgsandbox.mask(NULL, 'app.customers.email', 'NULL')$$),
+               ($$pgsandbox.mask('nosuchsource', 'app.customers.email', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'customers.email', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', '')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'md5(email)) FROM app.customers; SELECT (1')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'md5(email')$$),
+               ($$pgsandbox.mask('mask', 'app.nosuchtable.email', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.nosuchcolumn', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'no_such_function(email)')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'length(email)')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.label', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.orders.customer_id', 'NULL')$$),
+               ($$pgsandbox.mask('gone', 'app.customers.email', 'NULL')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', repeat('1 + ', 5000) || '1')$$),
+               ($$pgsandbox.exclude_data('mask', 'a.b.c')$$),
+               ($$pgsandbox.exclude_data('mask', 'app.audit_(')$$),
+               ($$pgsandbox.include_data('mask', 'app.audit_*')$$),
+               ($$pgsandbox.unmask('mask', 'app.customers.email')$$)) v(c);
+
+-- none of that changed anything
+SELECT (SELECT count(*) FROM pgsandbox.source_rule) = rules AS rules_unchanged,
+       (SELECT string_agg(name || '=' || rules_version, ',' ORDER BY name) FROM pgsandbox.source) = versions
+         AS versions_unchanged,
+       (SELECT count(*) FROM pgsandbox.sandbox) = sandboxes AS sandboxes_unchanged
+  FROM counts_before;
+
+-- rules that are accepted: the column's type, its category, NULL on a
+-- nullable column; targets are kept quoted where needed, and a rule set
+-- again replaces the old one
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$'user' || id || '@example.invalid'$$);
+SELECT pgsandbox.mask('mask', 'APP.Customers.EMAIL', $$'u' || id || '@example.invalid'$$);
+SELECT pgsandbox.mask('mask', 'app.customers.phone', $$'+1 555 ' || lpad(id::text, 4, '0')$$);
+SELECT pgsandbox.mask('mask', 'app.customers."Mixed Case"', 'NULL');
+SELECT pgsandbox.mask('mask', 'app.customers.born', $$date_trunc('year', born)::date$$);
+SELECT pgsandbox.mask('mask', 'app.customers.score', 'score::bigint / 10');
+SELECT pgsandbox.exclude_data('mask', 'app.audit_*');
+SELECT pgsandbox.exclude_data('mask', ' app.audit_* ');
+SELECT pgsandbox.exclude_data('mask', '"App"."Odd ""Name"""');
+SELECT pgsandbox.mask('mask2', 'app.customers.full_name', 'NULL');
+SELECT source, kind, target, expression FROM pgsandbox.source_rules ORDER BY source, kind, target;
+SELECT name, rules_version FROM pgsandbox.source WHERE name LIKE 'mask%' ORDER BY name;
+
+-- removing them
+SELECT pgsandbox.unmask('mask', 'app.customers."Mixed Case"');
+SELECT pgsandbox.include_data('mask', '"App"."Odd ""Name"""');
+SELECT source, kind, target FROM pgsandbox.source_rules ORDER BY source, kind, target;
+
+-- a pgsandbox_user may not change rules, and sees those of the sources
+-- granted to it
+CREATE ROLE regress_mask_user LOGIN IN ROLE pgsandbox_user;
+CREATE ROLE regress_mask_other LOGIN IN ROLE pgsandbox_user;
+SELECT pgsandbox.grant_source('mask', 'regress_mask_user');
+SET ROLE regress_mask_user;
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'NULL');
+SELECT pgsandbox.unmask('mask', 'app.customers.email');
+SELECT pgsandbox.exclude_data('mask', 'app.orders');
+SELECT pgsandbox.include_data('mask', 'app.audit_*');
+SELECT * FROM pgsandbox.suggest_masks('mask');
+SELECT * FROM pgsandbox.source_rule;
+SELECT source, kind, target, expression FROM pgsandbox.source_rules ORDER BY source, kind, target;
+RESET ROLE;
+SET ROLE regress_mask_other;
+SELECT count(*) AS rules_seen FROM pgsandbox.source_rules;
+RESET ROLE;
+SELECT count(*) AS rules FROM pgsandbox.source_rule;
+SELECT pgsandbox.revoke_source('mask', 'regress_mask_user');
+DROP ROLE regress_mask_user;
+DROP ROLE regress_mask_other;
+
+-- the sandboxes view has masked
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'pgsandbox.sandboxes'::regclass AND attname = 'masked';
+
+-- suggest_masks(): errors, then what it finds in a source with obvious
+-- and less obvious personal columns (and columns that are not personal)
+SELECT * FROM pgsandbox.suggest_masks(NULL);
+SELECT * FROM pgsandbox.suggest_masks('nosuchsource');
+\set VERBOSITY terse
+SELECT * FROM pgsandbox.suggest_masks('gone');
+\set VERBOSITY default
+CREATE DATABASE regress_sbx_suggest;
+\c regress_sbx_suggest
+\i test/suggest_masks_fixture.sql
+\c contrib_regression
+SELECT pgsandbox.add_source('suggest', 'dbname=regress_sbx_suggest', allow_data => true);
+SELECT * FROM pgsandbox.suggest_masks('suggest');
+-- every suggestion is accepted by mask()
+SELECT count(*) AS accepted
+  FROM pgsandbox.suggest_masks('suggest') s,
+       LATERAL pgsandbox.mask('suggest', s.target, s.expression) m;
+SELECT count(*) AS rules FROM pgsandbox.source_rules WHERE source = 'suggest';
+
+-- rules follow their source
+SELECT pgsandbox.remove_source('mask');
+SELECT pgsandbox.remove_source('mask2');
+SELECT pgsandbox.remove_source('gone');
+SELECT pgsandbox.remove_source('suggest');
+SELECT count(*) AS rules_left FROM pgsandbox.source_rule;
+DROP DATABASE regress_sbx_mask;
+DROP DATABASE regress_sbx_suggest;

@@ -1,0 +1,501 @@
+/*-------------------------------------------------------------------------
+ *
+ * masking.c
+ *	  Applying a source's rules to a data clone, in the clone worker: the
+ *	  rows of masked tables are read through the rules' expressions on the
+ *	  source, so that an unmasked value never leaves it, and the tables
+ *	  excluded keep their definition without rows.
+ *
+ * The worker opens a read-only, repeatable-read transaction on the source
+ * (the reader) and exports its snapshot; every pg_dump of the clone runs in
+ * that snapshot (--snapshot), and so do the reads here.  In it, the rules
+ * are resolved: each mask rule's table and column must exist (or the clone
+ * fails, naming the rule); a rule covers the table's inheritance children
+ * and partitions too, as does a table pattern of exclude_data.  pg_dump is
+ * told to leave out the rows of every masked or excluded table
+ * (--exclude-table-data, with exact names); the restore runs section by
+ * section, and between data and post-data each masked table is filled by
+ * COPY (SELECT <column or its expression>, ... FROM ONLY <table>) TO STDOUT
+ * on the reader, streamed into COPY ... FROM STDIN over a login as the
+ * sandbox's own role.  Indexes, constraints and materialized views, built
+ * after, see masked values only; a masked value that breaks one fails the
+ * clone.
+ *
+ * An error the source raises while it evaluates the expressions row by
+ * row may quote a row's value, so its message is withheld: the clone fails
+ * with the source's SQLSTATE and the table's rules.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+
+/* a table whose rows are read through masks */
+typedef struct SbxMaskedTable
+{
+	Oid			relid;			/* in the source */
+	char	   *qualified;		/* schema.table, quoted */
+	List	   *rules;			/* SbxMaskRule that cover it */
+	char	   *select_list;	/* its columns, masked ones as expressions */
+	char	   *column_list;
+} SbxMaskedTable;
+
+struct SbxMasking
+{
+	PGconn	   *reader;
+	const char *source;
+	char	   *snapshot;		/* exported by the reader */
+	List	   *excluded;		/* exact pg_dump patterns of tables whose
+								 * rows are left out or copied here */
+	int			nexcluded;		/* of those, excluded by a pattern */
+	List	   *masked;			/* SbxMaskedTable */
+	int			ncolumns;		/* mask rules */
+};
+
+static PGresult *
+sbx_reader_exec(SbxMasking *m, const char *sql, int nparams, const char *const *params,
+				ExecStatusType expect)
+{
+	PGresult   *res = libpqsrv_exec_params(m->reader, sql, nparams, NULL, params,
+										   NULL, NULL, 0, PG_WAIT_EXTENSION);
+
+	if (PQresultStatus(res) != expect)
+	{
+		char	   *msg = sbx_remote_error(m->reader, res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not read source \"%s\" for masking", m->source),
+				 errdetail_internal("%s", msg)));
+	}
+	return res;
+}
+
+/* A pattern pg_dump reads as exactly one table. */
+static char *
+sbx_exact_pattern(const char *schema, const char *table)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int part = 0; part < 2; part++)
+	{
+		const char *s = part == 0 ? schema : table;
+
+		appendStringInfoString(&buf, part == 0 ? "\"" : ".\"");
+		for (; *s; s++)
+		{
+			if (*s == '"')
+				appendStringInfoChar(&buf, '"');
+			appendStringInfoChar(&buf, *s);
+		}
+		appendStringInfoChar(&buf, '"');
+	}
+	return buf.data;
+}
+
+/* The tables a pattern of exclude_data matches, with their children. */
+static void
+sbx_resolve_exclusions(SbxMasking *m, List *patterns, List **excluded_oids)
+{
+	ListCell   *lc;
+
+	foreach(lc, patterns)
+	{
+		const char *pattern = lfirst(lc);
+		char	   *schema_re;
+		char	   *table_re;
+		const char *params[2];
+		PGresult   *res;
+
+		sbx_table_pattern_regex(pattern, &schema_re, &table_re);
+		params[0] = schema_re;
+		params[1] = table_re;
+		res = sbx_reader_exec(m,
+							  "WITH RECURSIVE matched(relid) AS ("
+							  "  SELECT c.oid FROM pg_catalog.pg_class c"
+							  "    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  "   WHERE c.relkind IN ('r', 'p')"
+							  "     AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'"
+							  "     AND ($1::text IS NULL OR n.nspname ~ $1) AND c.relname ~ $2"
+							  "  UNION"
+							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
+							  "    JOIN matched ON i.inhparent = matched.relid)"
+							  " SELECT matched.relid, n.nspname, c.relname FROM matched"
+							  "   JOIN pg_catalog.pg_class c ON c.oid = matched.relid"
+							  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace",
+							  2, params, PGRES_TUPLES_OK);
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			Oid			relid = atooid(PQgetvalue(res, i, 0));
+
+			if (list_member_oid(*excluded_oids, relid))
+				continue;
+			*excluded_oids = lappend_oid(*excluded_oids, relid);
+			m->excluded = lappend(m->excluded,
+								  sbx_exact_pattern(PQgetvalue(res, i, 1),
+													PQgetvalue(res, i, 2)));
+			m->nexcluded++;
+		}
+		PQclear(res);
+	}
+}
+
+/*
+ * Each mask rule's table and column, which must exist, and the tables it
+ * covers: the table and its children that hold rows.
+ */
+static void
+sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
+{
+	ListCell   *lc;
+
+	foreach(lc, masks)
+	{
+		SbxMaskRule *rule = lfirst(lc);
+		const char *params[3] = {rule->schema, rule->table, rule->column};
+		PGresult   *res;
+
+		res = sbx_reader_exec(m,
+							  "SELECT c.oid, (SELECT a.attnum FROM pg_catalog.pg_attribute a"
+							  "                WHERE a.attrelid = c.oid AND a.attname = $3"
+							  "                  AND a.attnum > 0 AND NOT a.attisdropped"
+							  "                  AND a.attgenerated = '')"
+							  "  FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+							  3, params, PGRES_TUPLES_OK);
+		if (PQntuples(res) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("masking rule \"%s\" of source \"%s\" names a table the source no longer has",
+							rule->target, m->source),
+					 errhint("Remove the rule with unmask(), or set it again.")));
+		if (PQgetisnull(res, 0, 1))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("masking rule \"%s\" of source \"%s\" names a column the source no longer has",
+							rule->target, m->source),
+					 errhint("Remove the rule with unmask(), or set it again.")));
+		params[0] = PQgetvalue(res, 0, 0);
+		res = sbx_reader_exec(m,
+							  "WITH RECURSIVE covered(relid) AS ("
+							  "  VALUES ($1::oid)"
+							  "  UNION"
+							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
+							  "    JOIN covered ON i.inhparent = covered.relid)"
+							  " SELECT covered.relid, n.nspname, c.relname FROM covered"
+							  "   JOIN pg_catalog.pg_class c ON c.oid = covered.relid"
+							  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  "  WHERE c.relkind = 'r'",
+							  1, params, PGRES_TUPLES_OK);
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			Oid			relid = atooid(PQgetvalue(res, i, 0));
+			SbxMaskedTable *table = NULL;
+			ListCell   *lt;
+
+			if (list_member_oid(excluded_oids, relid))
+				continue;
+			foreach(lt, m->masked)
+			{
+				if (((SbxMaskedTable *) lfirst(lt))->relid == relid)
+					table = lfirst(lt);
+			}
+			if (table == NULL)
+			{
+				table = palloc0(sizeof(SbxMaskedTable));
+				table->relid = relid;
+				table->qualified = quote_qualified_identifier(PQgetvalue(res, i, 1),
+															  PQgetvalue(res, i, 2));
+				m->masked = lappend(m->masked, table);
+				m->excluded = lappend(m->excluded,
+									  sbx_exact_pattern(PQgetvalue(res, i, 1),
+														PQgetvalue(res, i, 2)));
+			}
+			table->rules = lappend(table->rules, rule);
+		}
+		PQclear(res);
+		m->ncolumns++;
+	}
+}
+
+/* The column lists of a masked table's COPY on both sides. */
+static void
+sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
+{
+	char		relid[16];
+	const char *params[1] = {relid};
+	PGresult   *res;
+	StringInfoData select_list;
+	StringInfoData column_list;
+
+	snprintf(relid, sizeof(relid), "%u", table->relid);
+	res = sbx_reader_exec(m,
+						  "SELECT attname FROM pg_catalog.pg_attribute"
+						  " WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped"
+						  "   AND attgenerated = '' ORDER BY attnum",
+						  1, params, PGRES_TUPLES_OK);
+	initStringInfo(&select_list);
+	initStringInfo(&column_list);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		const char *column = PQgetvalue(res, i, 0);
+		const char *expression = NULL;
+		ListCell   *lc;
+
+		foreach(lc, table->rules)
+		{
+			SbxMaskRule *rule = lfirst(lc);
+
+			if (strcmp(rule->column, column) == 0)
+				expression = rule->expression;
+		}
+		if (i > 0)
+		{
+			appendStringInfoString(&select_list, ", ");
+			appendStringInfoString(&column_list, ", ");
+		}
+		if (expression)
+			appendStringInfo(&select_list, "(%s)", expression);
+		else
+			appendStringInfoString(&select_list, quote_identifier(column));
+		appendStringInfoString(&column_list, quote_identifier(column));
+	}
+	PQclear(res);
+	table->select_list = select_list.data;
+	table->column_list = column_list.data;
+}
+
+/*
+ * Begin masking a data clone: open the reader's transaction on connection
+ * 'reader', export its snapshot and resolve the rules in it.  The reader
+ * stays open, in that transaction, until the clone is filled.
+ */
+SbxMasking *
+sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *patterns)
+{
+	SbxMasking *m = palloc0(sizeof(SbxMasking));
+	List	   *excluded_oids = NIL;
+	PGresult   *res;
+	ListCell   *lc;
+
+	m->reader = reader;
+	m->source = source;
+	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+							0, NULL, PGRES_COMMAND_OK));
+	/* the expressions see the system's functions first, as when checked */
+	PQclear(sbx_reader_exec(m, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+							0, NULL, PGRES_TUPLES_OK));
+	res = sbx_reader_exec(m, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
+						  PGRES_TUPLES_OK);
+	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+
+	sbx_resolve_exclusions(m, patterns, &excluded_oids);
+	sbx_resolve_masks(m, masks, excluded_oids);
+	foreach(lc, m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+
+		sbx_masked_columns(m, table);
+		/* kept until the clone is filled, whatever is run on the source */
+		PQclear(sbx_reader_exec(m, psprintf("LOCK TABLE ONLY %s IN ACCESS SHARE MODE",
+											table->qualified),
+								0, NULL, PGRES_COMMAND_OK));
+	}
+	return m;
+}
+
+/* pg_dump's options for a masked clone. */
+List *
+sbx_masking_dump_options(const SbxMasking *m)
+{
+	List	   *options = list_make1(psprintf("--snapshot=%s", m->snapshot));
+	ListCell   *lc;
+
+	foreach(lc, m->excluded)
+		options = lappend(options, psprintf("--exclude-table-data=%s", (char *) lfirst(lc)));
+	return options;
+}
+
+/* The targets of a masked table's rules, for messages. */
+static char *
+sbx_table_targets(const SbxMaskedTable *table)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, table->rules)
+		appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "",
+						 ((SbxMaskRule *) lfirst(lc))->target);
+	return buf.data;
+}
+
+/*
+ * The source failed to read a masked table: while it started the COPY its
+ * message quotes no row and is shown; once rows flowed, only its SQLSTATE
+ * is.
+ */
+static void pg_attribute_noreturn()
+sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res,
+					   bool rows_flowed)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	int			code = ERRCODE_CONNECTION_FAILURE;
+	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(m->reader, res);
+
+	if (state != NULL && strlen(state) == 5)
+		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	PQclear(res);
+	if (rows_flowed)
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("could not read the masked rows of table %s from source \"%s\"",
+						table->qualified, m->source),
+				 errdetail("The source failed with SQLSTATE %s; its message is not shown, as it may quote a row's value.",
+						   state ? state : "?"),
+				 errhint("Check the masking rules %s on the source.", sbx_table_targets(table))));
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("could not read the masked rows of table %s from source \"%s\"",
+					table->qualified, m->source),
+			 errdetail_internal("%s", msg),
+			 errhint("Check the masking rules %s on the source.", sbx_table_targets(table))));
+}
+
+static void pg_attribute_noreturn()
+sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	int			code = ERRCODE_CONNECTION_FAILURE;
+	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(sandbox, res);
+
+	if (state != NULL && strlen(state) == 5)
+		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	PQclear(res);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("could not write the masked rows of table %s into the sandbox",
+					table->qualified),
+			 errdetail_internal("%s", msg),
+			 errhint("A masked value may not fit its column: check the masking rules %s.",
+					 sbx_table_targets(table))));
+}
+
+/* Stream one masked table from the reader into the sandbox. */
+static void
+sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbox)
+{
+	PGresult   *res;
+	bool		flowed = false;
+	int64		rows_bytes = 0;
+
+	res = libpqsrv_exec_params(m->reader,
+							   psprintf("COPY (SELECT %s FROM ONLY %s) TO STDOUT",
+										table->select_list, table->qualified),
+							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COPY_OUT)
+		sbx_masked_read_failed(m, table, res, false);
+	PQclear(res);
+	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN", table->qualified,
+										  table->column_list),
+						PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+		sbx_masked_write_failed(sandbox, table, res);
+	PQclear(res);
+
+	for (;;)
+	{
+		char	   *buf = NULL;
+		int			n = PQgetCopyData(m->reader, &buf, 1);
+
+		if (n > 0)
+		{
+			int			ok = PQputCopyData(sandbox, buf, n);
+
+			PQfreemem(buf);
+			flowed = true;
+			rows_bytes += n;
+			if (ok != 1)
+				sbx_masked_write_failed(sandbox, table, NULL);
+			continue;
+		}
+		if (n < 0)
+			break;				/* the end, or an error PQgetResult tells */
+		(void) WaitLatchOrSocket(MyLatch,
+								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_EXIT_ON_PM_DEATH,
+								 PQsocket(m->reader), -1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (PQconsumeInput(m->reader) == 0)
+			break;
+	}
+	res = libpqsrv_get_result_last(m->reader, PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		(void) PQputCopyEnd(sandbox, "the source failed");
+		sbx_masked_read_failed(m, table, res, flowed);
+	}
+	PQclear(res);
+
+	if (PQputCopyEnd(sandbox, NULL) != 1)
+		sbx_masked_write_failed(sandbox, table, NULL);
+	res = libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		sbx_masked_write_failed(sandbox, table, res);
+	PQclear(res);
+	elog(DEBUG1, "copied " INT64_FORMAT " bytes of masked rows into %s",
+		 rows_bytes, table->qualified);
+}
+
+/*
+ * Fill every masked table of the sandbox, over 'sandbox', a login as its
+ * role; the restore's data section is done and its post-data section not
+ * begun.
+ */
+void
+sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
+{
+	ListCell   *lc;
+	PGresult   *res;
+
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying masked rows");
+	PQclear(libpqsrv_exec(sandbox, "BEGIN", PG_WAIT_EXTENSION));
+	foreach(lc, m->masked)
+		sbx_copy_masked_table(m, lfirst(lc), sandbox);
+	res = libpqsrv_exec(sandbox, "COMMIT", PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		char	   *msg = sbx_remote_error(sandbox, res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not commit the masked rows into the sandbox"),
+				 errdetail_internal("%s", msg)));
+	}
+	PQclear(res);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* What the rules did, for the 'ready' event's notes. */
+char *
+sbx_masking_summary(const SbxMasking *m)
+{
+	return psprintf("masked by %d rule%s in %d table%s, rows left out of %d table%s",
+					m->ncolumns, m->ncolumns == 1 ? "" : "s",
+					list_length(m->masked), list_length(m->masked) == 1 ? "" : "s",
+					m->nexcluded, m->nexcluded == 1 ? "" : "s");
+}

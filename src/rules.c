@@ -1,0 +1,752 @@
+/*-------------------------------------------------------------------------
+ *
+ * rules.c
+ *	  A source's masking rules: the SQL functions that set and remove them
+ *	  (mask, unmask, exclude_data, include_data), their checks against the
+ *	  source, and the packed form in which the lifecycle worker hands them
+ *	  to a clone worker.
+ *
+ * A mask rule names a column as schema.table.column and gives an SQL
+ * expression over the row's own columns; a data clone reads the column
+ * through it, on the source (masking.c).  When the rule is set, the column
+ * is looked up in the source and the expression is planned against the
+ * table, in a read-only transaction, without reading a row: a missing
+ * column, an expression that does not parse or has the wrong type, and a
+ * column a foreign key uses (whose masked values would no longer match) are
+ * refused.  An exclude_data rule is a table pattern, read as pg_dump reads
+ * one: the tables it matches are copied without their rows.
+ *
+ * Every change counts up the source's rules_version.  A snapshot records
+ * the version its rows were read under, and one taken under other rules is
+ * stale: it serves no copy, is dropped, and is retaken at once if it
+ * existed (snapshot.c, pool.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/varlena.h"
+
+PG_FUNCTION_INFO_V1(pgsandbox_mask);
+PG_FUNCTION_INFO_V1(pgsandbox_unmask);
+PG_FUNCTION_INFO_V1(pgsandbox_exclude_data);
+PG_FUNCTION_INFO_V1(pgsandbox_include_data);
+
+/* a mask rule's target, parsed */
+typedef struct SbxTarget
+{
+	char	   *schema;
+	char	   *table;
+	char	   *column;
+	char	   *normalized;		/* each part quoted where needed */
+} SbxTarget;
+
+static void
+sbx_parse_target(const char *target, SbxTarget *t)
+{
+	char	   *copy = pstrdup(target);
+	List	   *parts;
+
+	if (!SplitIdentifierString(copy, '.', &parts) || list_length(parts) != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid masking target \"%s\"", target),
+				 errdetail("A target is schema.table.column, each part quoted as in SQL where needed.")));
+	t->schema = pstrdup(linitial(parts));
+	t->table = pstrdup(lsecond(parts));
+	t->column = pstrdup(lthird(parts));
+	t->normalized = psprintf("%s.%s.%s", quote_identifier(t->schema),
+							 quote_identifier(t->table), quote_identifier(t->column));
+}
+
+/*
+ * Parse an expression as the only item of a SELECT.  A syntax error is
+ * reported as the expression's, without a position in the caller's
+ * statement.
+ */
+static SelectStmt *
+sbx_parse_expression(const char *expression)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *volatile stmts = NIL;
+
+	PG_TRY();
+	{
+		stmts = raw_parser(psprintf("SELECT (%s)", expression), RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(edata->sqlerrcode),
+				 errmsg("masking expression is not valid SQL"),
+				 errdetail("%s", edata->message)));
+	}
+	PG_END_TRY();
+	if (list_length(stmts) == 1 &&
+		IsA(((RawStmt *) linitial(stmts))->stmt, SelectStmt))
+		return (SelectStmt *) ((RawStmt *) linitial(stmts))->stmt;
+	return NULL;
+}
+
+/*
+ * An expression must be one SQL expression: parsed here as the only item
+ * of a SELECT, so that it cannot end the statement it is put in or add a
+ * clause to it.
+ */
+static void
+sbx_check_expression_syntax(const char *expression)
+{
+	SelectStmt *select;
+
+	if (expression[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("masking expression must not be empty")));
+	select = sbx_parse_expression(expression);
+	if (select == NULL || list_length(select->targetList) != 1 ||
+		IsA(((ResTarget *) linitial(select->targetList))->val, RowExpr) ||
+		select->fromClause != NIL || select->whereClause != NULL ||
+		select->groupClause != NIL || select->havingClause != NULL ||
+		select->windowClause != NIL || select->sortClause != NIL ||
+		select->limitCount != NULL || select->limitOffset != NULL ||
+		select->lockingClause != NIL || select->withClause != NULL ||
+		select->op != SETOP_NONE || select->distinctClause != NIL ||
+		select->intoClause != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("masking expression must be a single SQL expression"),
+				 errdetail("The expression was: %s", expression)));
+}
+
+/* whether an expression is the NULL constant alone */
+static bool
+sbx_expression_is_null(const char *expression)
+{
+	SelectStmt *select = sbx_parse_expression(expression);
+	ResTarget  *rt = linitial(select->targetList);
+
+	return IsA(rt->val, A_Const) && ((A_Const *) rt->val)->isnull;
+}
+
+/* Raise the error of a query on the source, with its SQLSTATE. */
+static void pg_attribute_noreturn()
+sbx_source_query_failed(PGconn *conn, PGresult *res, const char *message)
+{
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(conn, res);
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	int			code = ERRCODE_CONNECTION_FAILURE;
+
+	if (state != NULL && strlen(state) == 5)
+		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	PQclear(res);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg_internal("%s", message),
+			 errdetail_internal("%s", msg)));
+}
+
+static PGresult *
+sbx_source_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+				ExecStatusType expect, const char *message)
+{
+	PGresult   *res = libpqsrv_exec_params(conn, sql, nparams, NULL, params, NULL,
+										   NULL, 0, PG_WAIT_EXTENSION);
+
+	if (PQresultStatus(res) != expect)
+		sbx_source_query_failed(conn, res, message);
+	return res;
+}
+
+/*
+ * Check a mask rule against the source: the column exists in a table, is
+ * not generated and no foreign key uses it, and the expression plans
+ * against the table with the column's type, or one of its type category
+ * (text for a varchar column), or is NULL on a nullable column.  Reads no
+ * row.
+ */
+static void
+sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *expression)
+{
+	PGconn	   *conn = sbx_source_connect(source);
+
+	PG_TRY();
+	{
+		const char *params[3] = {t->schema, t->table, t->column};
+		PGresult   *res;
+		char	   *qualified = quote_qualified_identifier(t->schema, t->table);
+		char	   *coltype;
+		char	   *category;
+		char	   *fkey;
+		Oid			typoid;
+		bool		notnull;
+		bool		generated;
+
+		res = sbx_source_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+							  0, NULL, PGRES_COMMAND_OK,
+							  psprintf("could not read source \"%s\"", source));
+		PQclear(res);
+		res = sbx_source_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+							  0, NULL, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		PQclear(res);
+		res = sbx_source_exec(conn,
+							  "SELECT c.oid FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+							  2, params, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		if (PQntuples(res) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
+		PQclear(res);
+		res = sbx_source_exec(conn,
+							  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
+							  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
+							  "       (SELECT k.conname FROM pg_catalog.pg_constraint k"
+							  "         WHERE k.contype = 'f'"
+							  "           AND ((k.conrelid = c.oid AND a.attnum = ANY (k.conkey))"
+							  "             OR (k.confrelid = c.oid AND a.attnum = ANY (k.confkey)))"
+							  "         ORDER BY k.conname LIMIT 1)"
+							  "  FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid"
+							  "  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
+							  " WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3"
+							  "   AND a.attnum > 0 AND NOT a.attisdropped",
+							  3, params, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		if (PQntuples(res) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of table \"%s\" does not exist in source \"%s\"",
+							t->column, qualified, source)));
+		typoid = atooid(PQgetvalue(res, 0, 0));
+		coltype = pstrdup(PQgetvalue(res, 0, 1));
+		category = pstrdup(PQgetvalue(res, 0, 2));
+		notnull = (strcmp(PQgetvalue(res, 0, 3), "t") == 0);
+		generated = (strcmp(PQgetvalue(res, 0, 4), "t") == 0);
+		fkey = PQgetisnull(res, 0, 5) ? NULL : pstrdup(PQgetvalue(res, 0, 5));
+		PQclear(res);
+		if (generated)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mask generated column \"%s\" of table \"%s\"",
+							t->column, qualified),
+					 errhint("Mask the columns it is computed from.")));
+		if (fkey != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mask column \"%s\" of table \"%s\": foreign key \"%s\" uses it",
+							t->column, qualified, fkey),
+					 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to.")));
+
+		if (sbx_expression_is_null(expression))
+		{
+			if (notnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("cannot mask column \"%s\" of table \"%s\" with NULL: it is NOT NULL",
+								t->column, qualified)));
+		}
+		else
+		{
+			Oid			exprtype;
+			char	   *exprcategory;
+			const char *typeparam[1];
+			char		typebuf[16];
+
+			/* plan it against the table, reading no row */
+			res = libpqsrv_exec_params(conn,
+									   psprintf("SELECT (%s) FROM ONLY %s LIMIT 0",
+												expression, qualified),
+									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+				sbx_source_query_failed(conn, res,
+										psprintf("masking expression for \"%s\" fails in source \"%s\"",
+												 t->normalized, source));
+			exprtype = PQftype(res, 0);
+			PQclear(res);
+			snprintf(typebuf, sizeof(typebuf), "%u", exprtype);
+			typeparam[0] = typebuf;
+			res = sbx_source_exec(conn,
+								  "SELECT typcategory, pg_catalog.format_type(oid, NULL)"
+								  "  FROM pg_catalog.pg_type WHERE oid = $1::oid",
+								  1, typeparam, PGRES_TUPLES_OK,
+								  psprintf("could not read source \"%s\"", source));
+			exprcategory = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : "";
+			if (exprtype != typoid && strcmp(exprcategory, category) != 0)
+			{
+				char	   *exprtypename = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 1)) : "?";
+
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("masking expression for \"%s\" is of type %s, but the column is of type %s",
+								t->normalized, exprtypename, coltype),
+						 errhint("Cast the expression to %s.", coltype)));
+			}
+			PQclear(res);
+		}
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Translate a table pattern, as pg_dump and psql read one, into two regular
+ * expressions over the schema name (NULL for any schema) and the table
+ * name: outside double quotes letters are folded to lower case, * matches
+ * any text, ? any character, a dot separates the schema from the table,
+ * $ is itself, and other characters keep their meaning in a regular
+ * expression; inside double quotes every character is itself.  Raises an
+ * error for a pattern that is not one.
+ */
+void
+sbx_table_pattern_regex(const char *pattern, char **schema_re, char **table_re)
+{
+	StringInfoData parts[2];
+	int			part = 0;
+	bool		quoted = false;
+	const char *p = pattern;
+
+	initStringInfo(&parts[0]);
+	initStringInfo(&parts[1]);
+	while (*p)
+	{
+		int			len = pg_mblen(p);
+		StringInfo	buf = &parts[part];
+
+		if (*p == '"')
+		{
+			if (quoted && p[1] == '"')
+			{
+				appendStringInfoChar(buf, '"');
+				p += 2;
+				continue;
+			}
+			quoted = !quoted;
+		}
+		else if (len > 1)
+			appendBinaryStringInfo(buf, p, len);
+		else if (quoted)
+		{
+			if (strchr("|*+?()[]{}.^$\\", *p))
+				appendStringInfoChar(buf, '\\');
+			appendStringInfoChar(buf, *p);
+		}
+		else if (*p == '.')
+		{
+			if (part == 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid table pattern \"%s\"", pattern),
+						 errdetail("A table pattern is a table name or schema.table, with * and ? as wildcards.")));
+			part = 1;
+		}
+		else if (*p == '*')
+			appendStringInfoString(buf, ".*");
+		else if (*p == '?')
+			appendStringInfoChar(buf, '.');
+		else if (*p == '$')
+			appendStringInfoString(buf, "\\$");
+		else
+			appendStringInfoChar(buf, pg_ascii_tolower((unsigned char) *p));
+		p += len;
+	}
+	if (quoted || parts[0].len == 0 || (part == 1 && parts[1].len == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid table pattern \"%s\"", pattern),
+				 errdetail("A table pattern is a table name or schema.table, with * and ? as wildcards.")));
+	if (part == 1)
+	{
+		*schema_re = psprintf("^(%s)$", parts[0].data);
+		*table_re = psprintf("^(%s)$", parts[1].data);
+	}
+	else
+	{
+		*schema_re = NULL;
+		*table_re = psprintf("^(%s)$", parts[0].data);
+	}
+}
+
+/*
+ * In the caller's SPI connection: make sure the source exists, and lock
+ * its row so that changes of its rules count up one at a time.
+ */
+static void
+sbx_lock_source(const char *source)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	values[0] = CStringGetTextDatum(source);
+	if (SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1 FOR UPDATE",
+							  1, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source \"%s\"", source);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 strlen(source) < NAMEDATALEN ?
+				 errmsg("source \"%s\" does not exist", source) :
+				 errmsg("source does not exist")));
+}
+
+/*
+ * In the caller's SPI connection, after a change of the source's rules:
+ * count the change, and have the worker retake at once the source's data
+ * snapshots that exist, which the change made stale.
+ */
+static void
+sbx_rules_changed(const char *source)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	values[0] = CStringGetTextDatum(source);
+	if (SPI_execute_with_args("UPDATE pgsandbox.source SET rules_version = rules_version + 1"
+							  " WHERE name = $1", 1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not count a change of the rules of source \"%s\"", source);
+	if (SPI_execute_with_args("UPDATE pgsandbox.snapshot_plan p SET next_run_at = pg_catalog.now()"
+							  " WHERE p.source = $1 AND NOT p.schema_only"
+							  "   AND EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+							  "                WHERE s.kind = 'snapshot' AND s.source = p.source"
+							  "                  AND NOT s.schema_only AND s.retired_at IS NULL"
+							  "                  AND s.status IN ('cloning', 'ready'))",
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark the snapshots of source \"%s\" stale", source);
+}
+
+/*
+ * The room the source's rules take packed for a clone job, with one more
+ * rule of the given sizes in place of the one with the same kind and
+ * target; an error if that is more than a clone job holds.
+ */
+static void
+sbx_check_rules_size(const char *source, const char *kind, const char *target,
+					 int more)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	bool		isnull;
+	int64		size;
+
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(kind);
+	values[2] = CStringGetTextDatum(target);
+	if (SPI_execute_with_args("SELECT COALESCE(pg_catalog.sum(7 + octet_length(target)"
+							  " + octet_length(COALESCE(schema_name, ''))"
+							  " + octet_length(COALESCE(table_name, ''))"
+							  " + octet_length(COALESCE(column_name, ''))"
+							  " + octet_length(COALESCE(expression, ''))), 0)::bigint"
+							  "  FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND NOT (kind = $2 AND target = $3)",
+							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the rules of source \"%s\"", source);
+	size = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (size + more + 1 > SBX_RULES_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the rules of source \"%s\" would take more than %d bytes", source,
+						SBX_RULES_MAX),
+				 errdetail("All the rules of one source, targets and expressions, take at most %d bytes.",
+						   SBX_RULES_MAX)));
+}
+
+/*
+ * mask(source text, target text, expression text)
+ */
+Datum
+pgsandbox_mask(PG_FUNCTION_ARGS)
+{
+	char	   *source;
+	char	   *expression;
+	SbxTarget	t;
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[6];
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "target");
+	sbx_require_arg(fcinfo, 2, "expression");
+	sbx_check_database();
+	sbx_require_admin();
+	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	sbx_parse_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &t);
+	expression = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	sbx_check_expression_syntax(expression);
+
+	SPI_connect();
+	sbx_lock_source(source);
+	sbx_check_rules_size(source, "mask", t.normalized,
+						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
+						 strlen(t.column) + strlen(expression));
+	sbx_check_mask_on_source(source, &t, expression);
+
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(t.normalized);
+	values[2] = CStringGetTextDatum(t.schema);
+	values[3] = CStringGetTextDatum(t.table);
+	values[4] = CStringGetTextDatum(t.column);
+	values[5] = CStringGetTextDatum(expression);
+	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule AS r"
+							  " (source, kind, target, schema_name, table_name, column_name, expression)"
+							  " VALUES ($1, 'mask', $2, $3, $4, $5, $6)"
+							  " ON CONFLICT (source, kind, target) DO UPDATE"
+							  " SET expression = excluded.expression, added_at = pg_catalog.now(),"
+							  "     added_by = session_user",
+							  6, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not set a masking rule of source \"%s\"", source);
+	sbx_rules_changed(source);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* Remove one rule; an error if there is none. */
+static void
+sbx_remove_rule(const char *source, const char *kind, const char *target,
+				const char *shown)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+
+	SPI_connect();
+	sbx_lock_source(source);
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(kind);
+	values[2] = CStringGetTextDatum(target);
+	if (SPI_execute_with_args("DELETE FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = $2 AND target = $3",
+							  3, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not remove a rule of source \"%s\"", source);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 strcmp(kind, "mask") == 0
+				 ? errmsg("source \"%s\" has no masking rule for \"%s\"", source, shown)
+				 : errmsg("source \"%s\" has no exclude_data rule for \"%s\"", source, shown)));
+	sbx_rules_changed(source);
+	SPI_finish();
+}
+
+/*
+ * unmask(source text, target text)
+ */
+Datum
+pgsandbox_unmask(PG_FUNCTION_ARGS)
+{
+	SbxTarget	t;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "target");
+	sbx_check_database();
+	sbx_require_admin();
+	sbx_parse_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &t);
+	sbx_remove_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)), "mask", t.normalized,
+					t.normalized);
+	PG_RETURN_VOID();
+}
+
+/* A table pattern, checked; its regular expressions must compile. */
+static char *
+sbx_checked_pattern(text *arg)
+{
+	char	   *pattern = text_to_cstring(arg);
+	char	   *trimmed;
+	char	   *schema_re;
+	char	   *table_re;
+	size_t		len;
+
+	/* spaces around a pattern are not part of it */
+	trimmed = pattern;
+	while (*trimmed == ' ' || *trimmed == '\t' || *trimmed == '\n')
+		trimmed++;
+	len = strlen(trimmed);
+	while (len > 0 && strchr(" \t\n", trimmed[len - 1]))
+		trimmed[--len] = '\0';
+	sbx_table_pattern_regex(trimmed, &schema_re, &table_re);
+	(void) DirectFunctionCall2Coll(textregexeq, C_COLLATION_OID,
+								   CStringGetTextDatum(""),
+								   CStringGetTextDatum(table_re));
+	if (schema_re)
+		(void) DirectFunctionCall2Coll(textregexeq, C_COLLATION_OID,
+									   CStringGetTextDatum(""),
+									   CStringGetTextDatum(schema_re));
+	return trimmed;
+}
+
+/*
+ * exclude_data(source text, table_pattern text)
+ */
+Datum
+pgsandbox_exclude_data(PG_FUNCTION_ARGS)
+{
+	char	   *source;
+	char	   *pattern;
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "table pattern");
+	sbx_check_database();
+	sbx_require_admin();
+	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	pattern = sbx_checked_pattern(PG_GETARG_TEXT_PP(1));
+
+	SPI_connect();
+	sbx_lock_source(source);
+	sbx_check_rules_size(source, "exclude_data", pattern, 7 + 2 * strlen(pattern));
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(pattern);
+	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule (source, kind, target)"
+							  " VALUES ($1, 'exclude_data', $2)"
+							  " ON CONFLICT (source, kind, target) DO NOTHING",
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not set an exclude_data rule of source \"%s\"", source);
+	if (SPI_processed > 0)
+		sbx_rules_changed(source);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * include_data(source text, table_pattern text)
+ */
+Datum
+pgsandbox_include_data(PG_FUNCTION_ARGS)
+{
+	char	   *pattern;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "table pattern");
+	sbx_check_database();
+	sbx_require_admin();
+	pattern = sbx_checked_pattern(PG_GETARG_TEXT_PP(1));
+	sbx_remove_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)), "exclude_data", pattern, pattern);
+	PG_RETURN_VOID();
+}
+
+/*
+ * Whether the catalog has masking rules (is at least version 0.4's).  Needs
+ * a transaction.
+ */
+bool
+sbx_catalog_has_rules(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("source_rule", nsp));
+}
+
+/* a fragment of SQL that needs the 0.4 catalog, or another before it */
+const char *
+sbx_if_rules(const char *fragment, const char *otherwise)
+{
+	return sbx_catalog_has_rules() ? fragment : otherwise;
+}
+
+/*
+ * In a worker transaction: pack the rules of a source for a data clone's
+ * job, and its rules_version.  Each rule is its kind ('m' or 'x'), target,
+ * schema, table, column and expression, each ended by a NUL, the empty
+ * ones too; an empty kind ends the list.  Returns whether there is a rule.
+ */
+bool
+sbx_read_rules(const char *source, SbxCloneJob *job)
+{
+	const char *args[1] = {source};
+	int			len = 0;
+	bool		isnull;
+
+	job->rules[0] = '\0';
+	job->rules_version = 0;
+	if (!sbx_catalog_has_rules())
+		return false;
+	sbx_spi("SELECT rules_version FROM pgsandbox.source WHERE name = $1",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed == 1)
+		job->rules_version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_spi("SELECT CASE kind WHEN 'mask' THEN 'm' ELSE 'x' END, target,"
+			" COALESCE(schema_name, ''), COALESCE(table_name, ''),"
+			" COALESCE(column_name, ''), COALESCE(expression, '')"
+			"  FROM pgsandbox.source_rule WHERE source = $1"
+			" ORDER BY kind, target", SPI_OK_SELECT, 1, args);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		for (int col = 1; col <= 6; col++)
+		{
+			char	   *value = sbx_spi_text(i, col);
+			int			n = strlen(value) + 1;
+
+			if (len + n + 1 > SBX_RULES_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("the rules of source \"%s\" take more than %d bytes",
+								source, SBX_RULES_MAX)));
+			memcpy(job->rules + len, value, n);
+			len += n;
+		}
+	}
+	job->rules[len] = '\0';
+	return SPI_processed > 0;
+}
+
+/*
+ * Unpack a clone job's rules: masks as SbxMaskRule, table patterns as
+ * strings.
+ */
+void
+sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns)
+{
+	const char *p = job->rules;
+
+	*masks = NIL;
+	*patterns = NIL;
+	while (*p != '\0')
+	{
+		const char *field[6];
+
+		for (int i = 0; i < 6; i++)
+		{
+			field[i] = p;
+			p += strlen(p) + 1;
+		}
+		if (field[0][0] == 'm')
+		{
+			SbxMaskRule *rule = palloc(sizeof(SbxMaskRule));
+
+			rule->target = pstrdup(field[1]);
+			rule->schema = pstrdup(field[2]);
+			rule->table = pstrdup(field[3]);
+			rule->column = pstrdup(field[4]);
+			rule->expression = pstrdup(field[5]);
+			*masks = lappend(*masks, rule);
+		}
+		else
+			*patterns = lappend(*patterns, pstrdup(field[1]));
+	}
+}

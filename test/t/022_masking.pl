@@ -1,0 +1,331 @@
+
+# 022_masking.pl: masked and reduced data clones.
+#
+# A marker email is planted in the source, in a table, a partitioned table
+# and a table whose rows are excluded.  After a masked clone the marker is
+# nowhere the sandbox role can read (tables, a view, a materialized view,
+# pg_stats after ANALYZE, run_sql's output), in no file under the sandbox
+# database's directory, and not in the server log written during the clone;
+# what is not masked is copied as it is; excluded tables keep their columns,
+# indexes and constraints without rows; a masked unique column stays
+# unique.  Snapshots are built masked, a change of rules makes them stale
+# (no copy of the old one is served, and they are retaken), pools hand out
+# masked members.  Each fail-closed case fails the clone cleanly, naming the
+# rule, and leaves nothing but the failed row.
+
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use File::Find;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use SandboxTest;
+use Test::More;
+
+my $node = sandbox_node('masking',
+	"pgsandbox.max_concurrent_clones = 3\npgsandbox.max_sandboxes_per_owner = 50\n");
+my $su = superuser_name();
+my $marker = 'zq7marker-4411@example.org';
+
+sub sq { return $node->safe_psql('postgres', $_[0]); }
+
+$node->safe_psql('postgres', 'CREATE DATABASE crm');
+$node->safe_psql(
+	'crm', qq{
+CREATE SCHEMA app;
+CREATE TABLE app.customers (id int PRIMARY KEY, email text NOT NULL UNIQUE,
+	full_name text, phone varchar(20), note text);
+INSERT INTO app.customers
+	SELECT g, 'person' || g || '\@corp.test', 'Name ' || g, '+1 555 ' || lpad(g::text, 4, '0'), 'note ' || g
+	  FROM generate_series(1, 2000) g;
+INSERT INTO app.customers VALUES (2001, '$marker', 'Marker Person', '+1 555 9999', 'the marker');
+CREATE INDEX customers_lower_email ON app.customers (lower(email));
+CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES app.customers,
+	amount numeric);
+INSERT INTO app.orders SELECT g, 1 + g % 2001, g * 1.5 FROM generate_series(1, 3000) g;
+CREATE VIEW app.customer_emails AS SELECT id, email FROM app.customers;
+CREATE MATERIALIZED VIEW app.email_domains AS
+	SELECT email, split_part(email, '\@', 2) AS domain FROM app.customers;
+CREATE TABLE app.audit_log (id serial PRIMARY KEY, payload text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(), CONSTRAINT payload_short CHECK (length(payload) < 1000));
+CREATE INDEX audit_log_at ON app.audit_log (at);
+INSERT INTO app.audit_log (payload) SELECT 'login of $marker #' || g FROM generate_series(1, 500) g;
+CREATE TABLE app.events (id int NOT NULL, contact_email text, kind text) PARTITION BY RANGE (id);
+CREATE TABLE app.events_low PARTITION OF app.events FOR VALUES FROM (0) TO (1000);
+CREATE TABLE app.events_high PARTITION OF app.events FOR VALUES FROM (1000) TO (100000);
+INSERT INTO app.events SELECT g, CASE WHEN g IN (7, 1500) THEN '$marker' ELSE 'e' || g || '\@corp.test' END,
+	'kind ' || g % 3 FROM generate_series(1, 2000) g;
+});
+sq("SELECT pgsandbox.add_source('crm', 'dbname=crm', allow_data => true)");
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'user' || id || '@example.invalid'$$)});
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$left(full_name, 1) || '.'$$)});
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.phone', 'NULL')});
+sq(q{SELECT pgsandbox.mask('crm', 'app.events.contact_email', $$md5(contact_email) || '@example.invalid'$$)});
+sq(q{SELECT pgsandbox.exclude_data('crm', 'app.audit_*')});
+is(sq("SELECT string_agg(kind || ' ' || target, ', ' ORDER BY kind, target) FROM pgsandbox.source_rules"),
+	'exclude_data app.audit_*, mask app.customers.email, mask app.customers.full_name, '
+	  . 'mask app.customers.phone, mask app.events.contact_email',
+	'the rules are set');
+
+# databases and roles named sbx_ that no live row tracks
+sub untracked
+{
+	return sq(q{
+SELECT count(*) FROM (
+	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')
+	UNION ALL
+	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')) x});
+}
+
+# SQL through a sandbox's own login; dies on error
+sub in_sandbox
+{
+	my ($conninfo, $sql) = @_;
+	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
+	die "in sandbox: $err" if $ret != 0;
+	return $out;
+}
+
+# files under a database's directory that hold a string
+sub files_holding
+{
+	my ($dboid, $needle) = @_;
+	my @found;
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	find(
+		sub {
+			return unless -f $_;
+			my $content = slurp_file($_);
+			push @found, $File::Find::name if index($content, $needle) >= 0;
+		},
+		$node->data_dir . "/base/$dboid");
+	return scalar @found;
+}
+
+# Everything the role can read in the sandbox that could hold the marker,
+# as "name=count" of values holding $needle.
+sub readable_holding
+{
+	my ($conninfo, $needle) = @_;
+	return in_sandbox($conninfo, qq{
+ANALYZE app.customers, app.events, app.email_domains, app.audit_log;
+SELECT 'customers=' || (SELECT count(*) FROM app.customers c WHERE c::text LIKE '%$needle%')
+	|| ' view=' || (SELECT count(*) FROM app.customer_emails v WHERE v::text LIKE '%$needle%')
+	|| ' matview=' || (SELECT count(*) FROM app.email_domains m WHERE m::text LIKE '%$needle%')
+	|| ' events=' || (SELECT count(*) FROM app.events e WHERE e::text LIKE '%$needle%')
+	|| ' audit=' || (SELECT count(*) FROM app.audit_log a WHERE a::text LIKE '%$needle%')
+	|| ' stats=' || (SELECT count(*) FROM pg_stats WHERE schemaname = 'app'
+		AND (coalesce(most_common_vals::text, '') || coalesce(histogram_bounds::text, '')) LIKE '%$needle%')});
+}
+
+# ---------------------------------------------------------------------
+# a masked data clone through the dump path
+# ---------------------------------------------------------------------
+my $log_from = -s $node->logfile;
+my ($sbx, $conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+my $log = substr(slurp_file($node->logfile), $log_from);
+unlike($log, qr/\Q$marker\E/, 'the server log written during the clone does not hold the marker');
+is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$sbx'"), 'dump true',
+	'the sandbox is recorded as masked');
+like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$sbx' AND action = 'ready'"),
+	qr/masked by 4 rules in 3 tables, rows left out of 1 table/, 'its ready event says what the rules did');
+
+is(readable_holding($conn, $marker),
+	'customers=0 view=0 matview=0 events=0 audit=0 stats=0',
+	'the marker is nowhere the sandbox role can read, pg_stats included');
+like(readable_holding($conn, 'example.invalid'),
+	qr/^customers=2001 view=2001 matview=2001 events=2000 audit=0 stats=[1-9]/,
+	'where masked values are (the check above can find what is there)');
+my $run_sql = sq("SELECT pgsandbox.run_sql('$sbx', 'SELECT * FROM app.customers ORDER BY id DESC', row_limit => 1000)::text"
+	  . " || pgsandbox.run_sql('$sbx', 'SELECT * FROM app.events WHERE id IN (7, 1500)')::text");
+unlike($run_sql, qr/\Q$marker\E/, 'run_sql output does not hold the marker');
+like($run_sql, qr/user2001\@example\.invalid/, 'run_sql shows the masked value');
+
+my $dboid = sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$sbx'");
+is(files_holding($dboid, $marker), 0, 'no file under the sandbox database directory holds the marker');
+ok(files_holding($dboid, 'user2001@example.invalid') > 0, 'while its files do hold masked values');
+my $src_oid = sq("SELECT oid FROM pg_database WHERE datname = 'crm'");
+ok(files_holding($src_oid, $marker) > 0, 'and the source\'s files hold the marker');
+
+is(in_sandbox($conn, q{SELECT email || '|' || full_name || '|' || coalesce(phone, 'null') || '|' || note
+	FROM app.customers WHERE id = 5}),
+	'user5@example.invalid|N.|null|note 5', 'each masked column got its expression, the others are as they were');
+is(in_sandbox($conn, 'SELECT count(*) || \'|\' || count(DISTINCT email) FROM app.customers'), '2001|2001',
+	'the masked unique column stays unique');
+is(in_sandbox($conn, q{SELECT count(*) FROM pg_constraint WHERE conrelid = 'app.customers'::regclass AND contype IN ('p', 'u')}),
+	'2', 'and its unique key and primary key were built on the masked values');
+my $orders_q = 'SELECT count(*) || \'|\' || md5(string_agg(o::text, \',\' ORDER BY id)) FROM app.orders o';
+is(in_sandbox($conn, $orders_q), $node->safe_psql('crm', $orders_q), 'an unmasked table is copied as it is');
+is(in_sandbox($conn, q{SELECT count(*) FROM app.events WHERE contact_email NOT LIKE '%@example.invalid'}), '0',
+	'both partitions of a masked partitioned table are masked');
+is(in_sandbox($conn, q{SELECT count(*) FROM app.events_low}) . '|' . in_sandbox($conn, 'SELECT count(*) FROM app.events_high'),
+	'999|1001', 'with all their rows');
+
+# the excluded table: complete, empty
+my $shape = q{SELECT (SELECT count(*) FROM app.audit_log) || '|' ||
+	(SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+	   FROM pg_attribute WHERE attrelid = 'app.audit_log'::regclass AND attnum > 0) || '|' ||
+	(SELECT string_agg(indexdef, ', ' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'audit_log') || '|' ||
+	(SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), ', ' ORDER BY conname)
+	   FROM pg_constraint WHERE conrelid = 'app.audit_log'::regclass)};
+my $src_shape = $node->safe_psql('crm', $shape);
+$src_shape =~ s/^500\|/0|/;
+is(in_sandbox($conn, $shape), $src_shape, 'an excluded table has its columns, indexes and constraints, and no rows');
+is(in_sandbox($conn, q{SELECT nextval('app.audit_log_id_seq')}), '501', 'its sequence is where the source\'s is');
+
+# a schema-only clone ignores the rules
+my $so = sq("SELECT name FROM pgsandbox.clone('crm')");
+is(sq("SELECT masked FROM pgsandbox.sandboxes WHERE name = '$so'"), 'f', 'a schema-only clone is not masked');
+
+# ---------------------------------------------------------------------
+# who may set rules, and who sees them
+# ---------------------------------------------------------------------
+sq("CREATE ROLE agent LOGIN PASSWORD 'agent-pw' IN ROLE pgsandbox_user");
+sq("CREATE ROLE other LOGIN PASSWORD 'other-pw' IN ROLE pgsandbox_user");
+sq("SELECT pgsandbox.grant_source('crm', 'agent')");
+my ($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=agent password=agent-pw',
+	q{SELECT pgsandbox.unmask('crm', 'app.customers.email')});
+isnt($ret, 0, 'a pgsandbox_user cannot remove a rule');
+like($err, qr/permission denied/, 'it is told so');
+($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=agent password=agent-pw',
+	q{SELECT pgsandbox.exclude_data('crm', 'app.orders')});
+isnt($ret, 0, 'nor add one');
+($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=agent password=agent-pw',
+	q{SELECT count(*) || ' ' || string_agg(expression, ', ' ORDER BY target) FROM pgsandbox.source_rules WHERE kind = 'mask'});
+is($out, q{4 'user' || id || '@example.invalid', left(full_name, 1) || '.', NULL, md5(contact_email) || '@example.invalid'},
+	'a pgsandbox_user sees the rules of the sources granted to it');
+($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=other password=other-pw',
+	q{SELECT count(*) FROM pgsandbox.source_rules});
+is($out, '0', 'and not those of other sources');
+is(sq("SELECT count(*) FROM pgsandbox.source_rules"), '5', 'the rules are unchanged');
+
+# ---------------------------------------------------------------------
+# fail closed
+# ---------------------------------------------------------------------
+sub failed_clone
+{
+	my ($what) = @_;
+	my $before = sq("SELECT count(*) FROM pgsandbox.sandbox");
+	my ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('crm', schema_only => false)");
+	isnt($ret, 0, "$what: the clone fails");
+	my $row = sq("SELECT status || '|' || coalesce(error, '') FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1");
+	like($row, qr/^failed\|/, "$what: its row is failed");
+	is(sq("SELECT count(*) FROM pgsandbox.sandbox") - $before, 1, "$what: one row was added");
+	is(untracked(), '0', "$what: no database or role is left");
+	unlike($err . $row, qr/zq7marker|Marker Person/, "$what: the error quotes no source value");
+	return $err;
+}
+
+# a rule's column dropped in the source
+$node->safe_psql('crm', 'ALTER TABLE app.customers ADD COLUMN secret text');
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.secret', 'NULL')});
+$node->safe_psql('crm', 'ALTER TABLE app.customers DROP COLUMN secret');
+like(failed_clone('a rule whose column is gone'),
+	qr/masking rule "app\.customers\.secret" of source "crm" names a column the source no longer has/,
+	'the error names the rule');
+# a schema-only clone still works with it
+$so = sq("SELECT name FROM pgsandbox.clone('crm')");
+is(sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$so'"), 'ready', 'a schema-only clone ignores that rule');
+sq(q{SELECT pgsandbox.unmask('crm', 'app.customers.secret')});
+
+# an expression that fails on one row
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$CASE WHEN full_name LIKE 'Marker%' THEN (full_name::int)::text ELSE 'x' END$$)});
+like(failed_clone('an expression that fails on a row'),
+	qr/could not read the masked rows of table app\.customers from source "crm".*SQLSTATE 22P02/s,
+	'the error names the table and the SQLSTATE, not the message');
+like(sq("SELECT error FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1"), qr/app\.customers/,
+	'the failed row names the table');
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$left(full_name, 1) || '.'$$)});
+
+# a masked value that breaks a unique key
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'same@example.invalid'$$)});
+like(failed_clone('a masked value that breaks a unique key'),
+	qr/could not create unique index|duplicate key/, 'the error says which key broke');
+
+# a masked value that breaks a foreign key added since the rule
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'user' || id || '@example.invalid'$$)});
+$node->safe_psql('crm', q{
+CREATE TABLE app.subscriptions (email text NOT NULL REFERENCES app.customers (email));
+INSERT INTO app.subscriptions VALUES ('person3@corp.test');});
+like(failed_clone('a masked value that breaks a foreign key'),
+	qr/foreign key|violates/, 'the error says which key broke');
+$node->safe_psql('crm', 'DROP TABLE app.subscriptions');
+is(sq("SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'ready' AND masked"), '1',
+	'the failures made no masked sandbox');
+
+# ---------------------------------------------------------------------
+# snapshots are built masked; a change of rules makes them stale
+# ---------------------------------------------------------------------
+sq("SELECT pgsandbox.snapshot('crm')");
+my $snap = sq("SELECT name || '|' || db_oid FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status = 'ready'");
+my ($snap_name, $snap_oid) = split /\|/, $snap;
+is(sq("SELECT masked FROM pgsandbox.sandbox WHERE name = '$snap_name'"), 't', 'the snapshot is masked');
+is(files_holding($snap_oid, $marker), 0, 'no file of the snapshot database holds the marker');
+my ($copy, $copy_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$copy'"), 'snapshot true',
+	'a copy of it is masked');
+is(readable_holding($copy_conn, $marker), 'customers=0 view=0 matview=0 events=0 audit=0 stats=0',
+	'and holds no marker');
+
+# unmasking the phone: the snapshot is stale at once
+sq(q{SELECT pgsandbox.unmask('crm', 'app.customers.phone')});
+my ($after, $after_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+is(in_sandbox($after_conn, 'SELECT phone FROM app.customers WHERE id = 5'), '+1 555 0005',
+	'a clone after the change has the new rules, not a copy of the stale snapshot');
+ok(wait_until(sub {
+	sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status = 'ready'"
+	  . " AND NOT schema_only AND name <> '$snap_name'") eq '1'
+	  && sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap_name'") eq 'dropped' }, 60),
+	'the stale snapshot is retaken and dropped');
+like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'drop'"),
+	qr/rules changed/, 'its drop says why');
+my ($fresh, $fresh_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+is(sq("SELECT method FROM pgsandbox.sandboxes WHERE name = '$fresh'") . ' '
+	  . in_sandbox($fresh_conn, q{SELECT phone || ' ' || email FROM app.customers WHERE id = 5}),
+	'snapshot +1 555 0005 user5@example.invalid', 'copies of the new snapshot follow the new rules');
+
+# a pool hands out masked members
+sq("SELECT pgsandbox.set_pool('crm', 1, schema_only => false)");
+ok(wait_until(sub { sq("SELECT ready FROM pgsandbox.pools WHERE source = 'crm'") eq '1' }, 60),
+	'the pool is filled');
+my ($member, $member_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$member'"), 'pool true',
+	'a pool member handed out is masked');
+is(readable_holding($member_conn, $marker), 'customers=0 view=0 matview=0 events=0 audit=0 stats=0',
+	'and holds no marker');
+sq("SELECT pgsandbox.set_pool('crm', 0, schema_only => false)");
+
+# ---------------------------------------------------------------------
+# a source with an extension goes through an archive on disk: masked alike
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', 'CREATE DATABASE crm_ext');
+$node->safe_psql('crm_ext', qq{
+CREATE EXTENSION hstore;
+CREATE TABLE people (id int PRIMARY KEY, email text NOT NULL UNIQUE, attrs hstore);
+INSERT INTO people SELECT g, CASE g WHEN 3 THEN '$marker' ELSE 'p' || g || '\@corp.test' END, 'a=>1'
+  FROM generate_series(1, 100) g;
+CREATE MATERIALIZED VIEW people_mv AS SELECT email FROM people;});
+sq("SELECT pgsandbox.add_source('crm_ext', 'dbname=crm_ext', allow_data => true)");
+sq(q{SELECT pgsandbox.mask('crm_ext', 'public.people.email', $$'p' || id || '@example.invalid'$$)});
+my ($ext_sbx, $ext_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm_ext', schema_only => false)");
+is(in_sandbox($ext_conn, q{SELECT count(*) || ' ' || count(*) FILTER (WHERE email LIKE '%@example.invalid')
+	|| ' ' || (SELECT count(*) FROM people_mv WHERE email LIKE '%@example.invalid') || ' ' || min(attrs -> 'a') FROM people}),
+	'100 100 100 1', 'through the archive, every row is copied masked, the materialized view too');
+is(files_holding(sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$ext_sbx'"), $marker), 0,
+	'and no file of that sandbox holds the marker');
+sq("SELECT pgsandbox.remove_source('crm_ext')");
+
+# ---------------------------------------------------------------------
+# rules follow their source
+# ---------------------------------------------------------------------
+sq("SELECT pgsandbox.remove_source('crm')");
+is(sq("SELECT count(*) FROM pgsandbox.source_rule"), '0', 'remove_source() removes its rules');
+ok(wait_until(sub { untracked() eq '0' && sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')") eq '0' }, 60),
+	'its snapshot is dropped, nothing left untracked');
+
+done_testing();
