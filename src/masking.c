@@ -52,6 +52,7 @@ struct SbxMasking
 	PGconn	   *reader;
 	const char *source;
 	char	   *snapshot;		/* exported by the reader */
+	char	   *encoding;		/* the source's, in which rows travel */
 	List	   *excluded;		/* exact pg_dump patterns of tables whose
 								 * rows are left out or copied here */
 	int			nexcluded;		/* of those, excluded by a pattern */
@@ -292,9 +293,27 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 	m->source = source;
 	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							0, NULL, PGRES_COMMAND_OK));
-	/* the expressions see the system's functions first, as when checked */
-	PQclear(sbx_reader_exec(m, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+
+	/*
+	 * The expressions see the system's functions first, as when checked.
+	 * Rows are written as pg_dump writes them, in forms any server reads
+	 * back the same (ISO dates, exact floats), in the source's encoding;
+	 * a row-level security policy that would hide rows is an error, not a
+	 * silently shorter table.
+	 */
+	PQclear(sbx_reader_exec(m,
+							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							" pg_catalog.set_config('datestyle', 'ISO', false),"
+							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
+							" pg_catalog.set_config('extra_float_digits', '3', false),"
+							" pg_catalog.set_config('row_security', 'off', false),"
+							" pg_catalog.set_config('client_encoding',"
+							"                       pg_catalog.current_setting('server_encoding'), false)",
 							0, NULL, PGRES_TUPLES_OK));
+	res = sbx_reader_exec(m, "SELECT pg_catalog.current_setting('server_encoding')", 0, NULL,
+						  PGRES_TUPLES_OK);
+	m->encoding = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
 	res = sbx_reader_exec(m, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
 						  PGRES_TUPLES_OK);
 	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
@@ -472,6 +491,26 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 	PGresult   *res;
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying masked rows");
+	{
+		const char *params[1] = {m->encoding};
+
+		/* the rows come in the source's encoding, converted by the sandbox */
+		res = libpqsrv_exec_params(sandbox,
+								   "SELECT pg_catalog.set_config('client_encoding', $1, false),"
+								   " pg_catalog.set_config('datestyle', 'ISO', false)",
+								   1, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			char	   *msg = sbx_remote_error(sandbox, res);
+
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not prepare the sandbox for masked rows"),
+					 errdetail_internal("%s", msg)));
+		}
+		PQclear(res);
+	}
 	PQclear(libpqsrv_exec(sandbox, "BEGIN", PG_WAIT_EXTENSION));
 	foreach(lc, m->masked)
 		sbx_copy_masked_table(m, lfirst(lc), sandbox);

@@ -33,15 +33,18 @@ my $marker = 'zq7marker-4411@example.org';
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
 $node->safe_psql('postgres', 'CREATE DATABASE crm');
+# sessions on the source write dates day first: masked rows must not
+$node->safe_psql('postgres', q{ALTER DATABASE crm SET datestyle = 'SQL, DMY'});
 $node->safe_psql(
 	'crm', qq{
 CREATE SCHEMA app;
 CREATE TABLE app.customers (id int PRIMARY KEY, email text NOT NULL UNIQUE,
-	full_name text, phone varchar(20), note text);
+	full_name text, phone varchar(20), note text, born date, score float8);
 INSERT INTO app.customers
-	SELECT g, 'person' || g || '\@corp.test', 'Name ' || g, '+1 555 ' || lpad(g::text, 4, '0'), 'note ' || g
+	SELECT g, 'person' || g || '\@corp.test', 'Name ' || g, '+1 555 ' || lpad(g::text, 4, '0'), 'note ' || g,
+		   date '1990-01-13' + g, 1.0 / g
 	  FROM generate_series(1, 2000) g;
-INSERT INTO app.customers VALUES (2001, '$marker', 'Marker Person', '+1 555 9999', 'the marker');
+INSERT INTO app.customers VALUES (2001, '$marker', 'Marker Person', '+1 555 9999', 'the marker', NULL, NULL);
 CREATE INDEX customers_lower_email ON app.customers (lower(email));
 CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES app.customers,
 	amount numeric);
@@ -159,6 +162,10 @@ is(in_sandbox($conn, 'SELECT count(*) || \'|\' || count(DISTINCT email) FROM app
 	'the masked unique column stays unique');
 is(in_sandbox($conn, q{SELECT count(*) FROM pg_constraint WHERE conrelid = 'app.customers'::regclass AND contype IN ('p', 'u')}),
 	'2', 'and its unique key and primary key were built on the masked values');
+my $other_q = q{SELECT md5(string_agg(id || ' ' || to_char(born, 'YYYY-MM-DD') || ' ' || score::text, ',' ORDER BY id))
+	FROM app.customers};
+is(in_sandbox($conn, $other_q), $node->safe_psql('crm', $other_q),
+	'the unmasked columns of a masked table are copied exactly (dates, floats), whatever the source\'s datestyle');
 my $orders_q = 'SELECT count(*) || \'|\' || md5(string_agg(o::text, \',\' ORDER BY id)) FROM app.orders o';
 is(in_sandbox($conn, $orders_q), $node->safe_psql('crm', $orders_q), 'an unmasked table is copied as it is');
 is(in_sandbox($conn, q{SELECT count(*) FROM app.events WHERE contact_email NOT LIKE '%@example.invalid'}), '0',
