@@ -186,7 +186,8 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 					 errmsg("masking rule \"%s\" of source \"%s\" names a column the source no longer has",
 							rule->target, m->source),
 					 errhint("Remove the rule with unmask(), or set it again.")));
-		params[0] = PQgetvalue(res, 0, 0);
+		params[0] = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
 		res = sbx_reader_exec(m,
 							  "WITH RECURSIVE covered(relid) AS ("
 							  "  VALUES ($1::oid)"

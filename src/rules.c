@@ -618,7 +618,7 @@ pgsandbox_exclude_data(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	sbx_lock_source(source);
-	sbx_check_rules_size(source, "exclude_data", pattern, 7 + 2 * strlen(pattern));
+	sbx_check_rules_size(source, "exclude_data", pattern, 7 + strlen(pattern));
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(pattern);
 	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule (source, kind, target)"
