@@ -21,6 +21,7 @@ include $(PGXS)
 
 # PGXS knows nothing of our header: every object depends on it.
 $(OBJS): include/pgsandbox.h
+src/suggest_masks.o src/pii_detect.o src/pii_masks.o: include/pii.h
 
 # describe_schema()'s catalog query is kept as SQL and compiled in as a C
 # string (the leading comment lines dropped).

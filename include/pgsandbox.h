@@ -441,6 +441,11 @@ extern PGconn *sbx_source_connect(const char *source);
 typedef struct pg_result PGresult;
 extern char *sbx_remote_error(PGconn *conn, const PGresult *res);
 extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);
+extern int	sbx_remote_sqlstate(const PGresult *res);
+extern char *sbx_remote_message(PGconn *conn, const PGresult *res);
+extern PGresult *sbx_remote_exec(PGconn *conn, const char *sql, int nparams,
+								 const char *const *params, int expect,
+								 const char *failure);
 
 /* connecting to sources (source_conn.c) */
 extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,

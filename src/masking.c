@@ -60,24 +60,13 @@ struct SbxMasking
 	int			ncolumns;		/* mask rules */
 };
 
+/* A query of the reader's that must succeed. */
 static PGresult *
 sbx_reader_exec(SbxMasking *m, const char *sql, int nparams, const char *const *params,
 				ExecStatusType expect)
 {
-	PGresult   *res = libpqsrv_exec_params(m->reader, sql, nparams, NULL, params,
-										   NULL, NULL, 0, PG_WAIT_EXTENSION);
-
-	if (PQresultStatus(res) != expect)
-	{
-		char	   *msg = sbx_remote_error(m->reader, res);
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not read source \"%s\" for masking", m->source),
-				 errdetail_internal("%s", msg)));
-	}
-	return res;
+	return sbx_remote_exec(m->reader, sql, nparams, params, expect,
+						   psprintf("could not read source \"%s\" for masking", m->source));
 }
 
 /* A pattern pg_dump reads as exactly one table. */
@@ -371,12 +360,10 @@ sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res
 					   bool rows_flowed)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	int			code = ERRCODE_CONNECTION_FAILURE;
-	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(m->reader, res);
+	int			code = sbx_remote_sqlstate(res);
+	char	   *msg = sbx_remote_message(m->reader, res);
 
-	if (state != NULL && strlen(state) == 5)
-		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	state = state ? pstrdup(state) : "?";
 	PQclear(res);
 	if (rows_flowed)
 		ereport(ERROR,
@@ -384,7 +371,7 @@ sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res
 				 errmsg("could not read the masked rows of table %s from source \"%s\"",
 						table->qualified, m->source),
 				 errdetail("The source failed with SQLSTATE %s; its message is not shown, as it may quote a row's value.",
-						   state ? state : "?"),
+						   state),
 				 errhint("Check the masking rules %s on the source.", sbx_table_targets(table))));
 	ereport(ERROR,
 			(errcode(code),
@@ -397,13 +384,9 @@ sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res
 static void pg_attribute_noreturn()
 sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *res)
 {
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	int			code = ERRCODE_CONNECTION_FAILURE;
-	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(sandbox, res);
+	int			code = sbx_remote_sqlstate(res);
+	char	   *msg = sbx_remote_message(sandbox, res);
 
-	if (state != NULL && strlen(state) == 5)
-		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
 	PQclear(res);
 	ereport(ERROR,
 			(errcode(code),
@@ -489,44 +472,24 @@ void
 sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 {
 	ListCell   *lc;
-	PGresult   *res;
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying masked rows");
 	{
 		const char *params[1] = {m->encoding};
 
 		/* the rows come in the source's encoding, converted by the sandbox */
-		res = libpqsrv_exec_params(sandbox,
-								   "SELECT pg_catalog.set_config('client_encoding', $1, false),"
-								   " pg_catalog.set_config('datestyle', 'ISO', false)",
-								   1, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			char	   *msg = sbx_remote_error(sandbox, res);
-
-			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not prepare the sandbox for masked rows"),
-					 errdetail_internal("%s", msg)));
-		}
-		PQclear(res);
+		PQclear(sbx_remote_exec(sandbox,
+								"SELECT pg_catalog.set_config('client_encoding', $1, false),"
+								" pg_catalog.set_config('datestyle', 'ISO', false)",
+								1, params, PGRES_TUPLES_OK,
+								"could not prepare the sandbox for masked rows"));
 	}
-	PQclear(libpqsrv_exec(sandbox, "BEGIN", PG_WAIT_EXTENSION));
+	PQclear(sbx_remote_exec(sandbox, "BEGIN", 0, NULL, PGRES_COMMAND_OK,
+							"could not begin writing the masked rows into the sandbox"));
 	foreach(lc, m->masked)
 		sbx_copy_masked_table(m, lfirst(lc), sandbox);
-	res = libpqsrv_exec(sandbox, "COMMIT", PG_WAIT_EXTENSION);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		char	   *msg = sbx_remote_error(sandbox, res);
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not commit the masked rows into the sandbox"),
-				 errdetail_internal("%s", msg)));
-	}
-	PQclear(res);
+	PQclear(sbx_remote_exec(sandbox, "COMMIT", 0, NULL, PGRES_COMMAND_OK,
+							"could not commit the masked rows into the sandbox"));
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 

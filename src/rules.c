@@ -147,36 +147,6 @@ sbx_expression_is_null(const char *expression)
 	return IsA(rt->val, A_Const) && ((A_Const *) rt->val)->isnull;
 }
 
-/* Raise the error of a query on the source, with its SQLSTATE. */
-static void pg_attribute_noreturn()
-sbx_source_query_failed(PGconn *conn, PGresult *res, const char *message)
-{
-	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	char	   *msg = primary ? pstrdup(primary) : sbx_remote_error(conn, res);
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	int			code = ERRCODE_CONNECTION_FAILURE;
-
-	if (state != NULL && strlen(state) == 5)
-		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
-	PQclear(res);
-	ereport(ERROR,
-			(errcode(code),
-			 errmsg_internal("%s", message),
-			 errdetail_internal("%s", msg)));
-}
-
-static PGresult *
-sbx_source_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
-				ExecStatusType expect, const char *message)
-{
-	PGresult   *res = libpqsrv_exec_params(conn, sql, nparams, NULL, params, NULL,
-										   NULL, 0, PG_WAIT_EXTENSION);
-
-	if (PQresultStatus(res) != expect)
-		sbx_source_query_failed(conn, res, message);
-	return res;
-}
-
 /*
  * Check a mask rule against the source: the column exists in a table, is
  * not generated and no foreign key uses it, and the expression plans
@@ -201,15 +171,15 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		bool		notnull;
 		bool		generated;
 
-		res = sbx_source_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+		res = sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							  0, NULL, PGRES_COMMAND_OK,
 							  psprintf("could not read source \"%s\"", source));
 		PQclear(res);
-		res = sbx_source_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+		res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
 							  0, NULL, PGRES_TUPLES_OK,
 							  psprintf("could not read source \"%s\"", source));
 		PQclear(res);
-		res = sbx_source_exec(conn,
+		res = sbx_remote_exec(conn,
 							  "SELECT c.oid FROM pg_catalog.pg_class c"
 							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
 							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
@@ -220,7 +190,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
 		PQclear(res);
-		res = sbx_source_exec(conn,
+		res = sbx_remote_exec(conn,
 							  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
 							  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
 							  "       (SELECT k.conname FROM pg_catalog.pg_constraint k"
@@ -282,14 +252,22 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 												expression, qualified),
 									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-				sbx_source_query_failed(conn, res,
-										psprintf("masking expression for \"%s\" fails in source \"%s\"",
-												 t->normalized, source));
+			{
+				int			code = sbx_remote_sqlstate(res);
+				char	   *msg = sbx_remote_message(conn, res);
+
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("masking expression for \"%s\" fails in source \"%s\"",
+								t->normalized, source),
+						 errdetail_internal("%s", msg)));
+			}
 			exprtype = PQftype(res, 0);
 			PQclear(res);
 			snprintf(typebuf, sizeof(typebuf), "%u", exprtype);
 			typeparam[0] = typebuf;
-			res = sbx_source_exec(conn,
+			res = sbx_remote_exec(conn,
 								  "SELECT typcategory, pg_catalog.format_type(oid, NULL)"
 								  "  FROM pg_catalog.pg_type WHERE oid = $1::oid",
 								  1, typeparam, PGRES_TUPLES_OK,

@@ -191,6 +191,59 @@ sbx_remote_error(PGconn *conn, const PGresult *res)
 }
 
 /*
+ * The SQLSTATE of a remote error as an error code: connection_failure if
+ * there is no result or it names none.
+ */
+int
+sbx_remote_sqlstate(const PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	if (state == NULL || strlen(state) != 5)
+		return ERRCODE_CONNECTION_FAILURE;
+	return MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+}
+
+/*
+ * The primary message of a remote error, without its severity; or the
+ * first line of the connection's when there is no result.
+ */
+char *
+sbx_remote_message(PGconn *conn, const PGresult *res)
+{
+	const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+
+	return primary ? pstrdup(primary) : sbx_remote_error(conn, res);
+}
+
+/*
+ * Run one statement, with parameters in text form, over the extended
+ * protocol (which takes a single statement), and check that its result has
+ * status 'expect'; otherwise raise 'failure' with the remote error's
+ * SQLSTATE, its message as detail.  Interrupts are served while waiting.
+ */
+PGresult *
+sbx_remote_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+				int expect, const char *failure)
+{
+	PGresult   *res = libpqsrv_exec_params(conn, sql, nparams, NULL, params, NULL,
+										   NULL, 0, PG_WAIT_EXTENSION);
+
+	if (PQresultStatus(res) != (ExecStatusType) expect)
+	{
+		int			code = sbx_remote_sqlstate(res);
+		char	   *msg = sbx_remote_message(conn, res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg_internal("%s", failure),
+				 errdetail_internal("%s", msg)));
+	}
+	return res;
+}
+
+/*
  * Run one query that returns one row with one column, and return that
  * value; raise the server's error otherwise.
  */

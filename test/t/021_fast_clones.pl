@@ -63,18 +63,6 @@ SELECT (SELECT count(*) FROM sales.items) || '|' || sales.total() || '|' ||
 	return $ret == 0 ? $out : "error: $err";
 }
 
-# databases and roles named sbx_ that no live row tracks
-sub untracked
-{
-	return try_sq(q{
-SELECT count(*) FROM (
-	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')
-	UNION ALL
-	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')) x});
-}
-
 # ---------------------------------------------------------------------
 # snapshot(), and clones that copy it
 # ---------------------------------------------------------------------
@@ -312,7 +300,7 @@ ok( wait_until(
 		},
 		60),
 	'kill -9 of a snapshot build\'s worker fails the build');
-ok(wait_until(sub { untracked() eq '0' }, 30), 'and leaves no database or role behind');
+ok(wait_until(sub { untracked_sandboxes($node) eq '0' }, 30), 'and leaves no database or role behind');
 is(sq(q{SELECT count(*) FROM pgsandbox.snapshots WHERE source = 'slow' AND status = 'ready'}), '0',
 	'and no snapshot of that source serves');
 
@@ -322,7 +310,7 @@ ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.progress WHERE kind = 's
 $node->stop('immediate');
 finish_psql($h);
 $node->start;
-ok(wait_until(sub { try_sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'}) eq '0' && untracked() eq '0' }, 60),
+ok(wait_until(sub { try_sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'}) eq '0' && untracked_sandboxes($node) eq '0' }, 60),
 	'an immediate shutdown mid-build leaves no database or role behind after restart');
 
 sq(q{SELECT pgsandbox.set_pool('plain', 4)});
@@ -330,7 +318,7 @@ ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'po
 	'a pool fill is under way');
 $node->stop('immediate');
 $node->start;
-ok(wait_until(sub { try_sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'}) eq '0' && untracked() eq '0' }, 60),
+ok(wait_until(sub { try_sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'}) eq '0' && untracked_sandboxes($node) eq '0' }, 60),
 	'an immediate shutdown mid-fill leaves no database or role behind');
 ok(wait_until(sub { sq(q{SELECT ready FROM pgsandbox.pools WHERE source = 'plain'}) eq '4' }, 90),
 	'and the pool fills up after the restart');
@@ -371,7 +359,7 @@ ok( wait_until(
 		},
 		60),
 	'remove_source() drops the source\'s snapshots and pool');
-ok(wait_until(sub { untracked() eq '0' }, 10), 'nothing untracked is left');
+ok(wait_until(sub { untracked_sandboxes($node) eq '0' }, 10), 'nothing untracked is left');
 is(sq(q{SELECT count(*) FROM pgsandbox.sandboxes WHERE source = 'shop' AND status = 'ready'}), '4',
 	'the sandboxes already made from the source stay');
 

@@ -73,18 +73,6 @@ is(sq("SELECT string_agg(kind || ' ' || target, ', ' ORDER BY kind, target) FROM
 	  . 'mask app.customers.phone, mask app.events.contact_email',
 	'the rules are set');
 
-# databases and roles named sbx_ that no live row tracks
-sub untracked
-{
-	return sq(q{
-SELECT count(*) FROM (
-	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')
-	UNION ALL
-	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')) x});
-}
-
 # SQL through a sandbox's own login; dies on error
 sub in_sandbox
 {
@@ -223,7 +211,7 @@ sub failed_clone
 	my $row = sq("SELECT status || '|' || coalesce(error, '') FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1");
 	like($row, qr/^failed\|/, "$what: its row is failed");
 	is(sq("SELECT count(*) FROM pgsandbox.sandbox") - $before, 1, "$what: one row was added");
-	is(untracked(), '0', "$what: no database or role is left");
+	is(untracked_sandboxes($node), '0', "$what: no database or role is left");
 	unlike($err . $row, qr/zq7marker|Marker Person/, "$what: the error quotes no source value");
 	return $err;
 }
@@ -332,7 +320,7 @@ sq("SELECT pgsandbox.remove_source('crm_ext')");
 # ---------------------------------------------------------------------
 sq("SELECT pgsandbox.remove_source('crm')");
 is(sq("SELECT count(*) FROM pgsandbox.source_rule"), '0', 'remove_source() removes its rules');
-ok(wait_until(sub { untracked() eq '0' && sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')") eq '0' }, 60),
+ok(wait_until(sub { untracked_sandboxes($node) eq '0' && sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready')") eq '0' }, 60),
 	'its snapshot is dropped, nothing left untracked');
 
 done_testing();

@@ -24,7 +24,7 @@ our @EXPORT = qw(
   wait_until poll_value
   clone_worker_pids child_processes process_alive wait_for_clone_children
   check_clone_cleaned_up processes_matching
-  tmp_entries sandbox_leftovers
+  tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
 );
 
@@ -305,6 +305,21 @@ sub sandbox_leftovers
 	return $node->safe_psql('postgres',
 		"SELECT (SELECT count(*) FROM pg_database WHERE datname $cond) || '|' ||"
 		  . " (SELECT count(*) FROM pg_roles WHERE rolname $cond)");
+}
+
+# How many sbx_ databases and roles no live catalog row tracks; '' if the
+# server cannot answer (it may be restarting).
+sub untracked_sandboxes
+{
+	my ($node) = @_;
+	my ($ret, $out) = $node->psql('postgres', q{
+SELECT count(*) FROM (
+	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')
+	UNION ALL
+	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')) x});
+	return $ret == 0 ? $out : '';
 }
 
 # A source database whose restore is slow and steady: each row copied into
