@@ -502,4 +502,50 @@ until [ "$(admin postgres -At -c "SELECT count(*) FROM pgsandbox.sandbox WHERE k
 done
 ok "set_pool('shop', 0) and drop_snapshot('shop') leave nothing behind"
 
+###########################################################################
+section "9. Masked data clones: the real emails never leave the source"
+###########################################################################
+
+say "suggest_masks() reads the source and lists the columns that look personal,"
+say "each with an expression that keeps the type, NULLs and distinct values:"
+admin postgres -e -c "SELECT target, reason FROM pgsandbox.suggest_masks('shop')" | indent
+[ "$(admin_value postgres "SELECT count(*) FROM pgsandbox.suggest_masks('shop') WHERE target = 'public.customers.email'")" = 1 ] ||
+	die "suggest_masks() did not find customers.email"
+ok "suggest_masks() found customers.email"
+say
+say "Accepting its mask for the email, and one of our own for the name:"
+admin postgres -e <<'SQL' | indent
+SELECT pgsandbox.mask('shop', s.target, s.expression)
+  FROM pgsandbox.suggest_masks('shop') s WHERE s.target = 'public.customers.email';
+SELECT pgsandbox.mask('shop', 'public.customers.name', $$left(name, 1) || '. ' || id$$);
+SELECT source, kind, target, expression FROM pgsandbox.source_rules;
+SQL
+row=$(admin postgres -At -F $'\t' -c "SELECT name, conninfo FROM pgsandbox.clone('shop', schema_only => false)") ||
+	die "the masked clone failed"
+IFS=$'\t' read -r mname mconninfo <<<"$row"
+unset row
+mpassword=$(sed -nE "s/.*password=([^ ]*).*/\1/p" <<<"$mconninfo")
+mlogin=$(sed -E "s/ ?password=('([^'\\\\]|\\\\.)*'|[^ ]*)//" <<<"$mconninfo")
+unset mconninfo
+say
+say "A data clone now reads those columns through the expressions, on the source."
+say "In sandbox $mname, logged in as its role:"
+PGPASSWORD=$mpassword "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off -d "$mlogin" -e <<'SQL' | indent
+SELECT id, name, email, city FROM customers ORDER BY id LIMIT 3;
+SELECT count(*) AS real_emails FROM customers WHERE email LIKE '%@example.com';
+SQL
+[ "$(PGPASSWORD=$mpassword "$pgbin/psql" -X -At -d "$mlogin" -c "SELECT count(*) FROM customers WHERE email LIKE '%@example.com'")" = 0 ] ||
+	die "the masked sandbox holds real emails"
+[ "$(PGPASSWORD=$mpassword "$pgbin/psql" -X -At -d "$mlogin" -c "SELECT count(*) FROM orders")" = "$src_orders" ] ||
+	die "the masked sandbox does not have the source's orders"
+unset mpassword
+ok "no real email in the sandbox; the orders, unmasked, are all there"
+admin postgres -e -v name="$mname" <<'SQL' | indent
+SELECT name, method, masked FROM pgsandbox.sandboxes WHERE name = :'name';
+SELECT detail FROM pgsandbox.events WHERE sandbox = :'name' AND action = 'ready';
+SQL
+admin postgres -c "SELECT pgsandbox.drop('$mname')" \
+	-c "SELECT pgsandbox.unmask('shop', target) FROM pgsandbox.source_rules WHERE source = 'shop'" >/dev/null
+ok "the sandbox dropped and the rules removed"
+
 section "Done: the demo succeeded"
