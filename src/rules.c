@@ -170,6 +170,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		Oid			typoid;
 		bool		notnull;
 		bool		generated;
+		bool		found;
 
 		res = sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							  0, NULL, PGRES_COMMAND_OK,
@@ -185,11 +186,12 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
 							  2, params, PGRES_TUPLES_OK,
 							  psprintf("could not read source \"%s\"", source));
-		if (PQntuples(res) == 0)
+		found = (PQntuples(res) > 0);
+		PQclear(res);
+		if (!found)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
-		PQclear(res);
 		res = sbx_remote_exec(conn,
 							  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
 							  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
@@ -207,10 +209,13 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 							  3, params, PGRES_TUPLES_OK,
 							  psprintf("could not read source \"%s\"", source));
 		if (PQntuples(res) == 0)
+		{
+			PQclear(res);
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of table \"%s\" does not exist in source \"%s\"",
 							t->column, qualified, source)));
+		}
 		typoid = atooid(PQgetvalue(res, 0, 0));
 		coltype = pstrdup(PQgetvalue(res, 0, 1));
 		category = pstrdup(PQgetvalue(res, 0, 2));
