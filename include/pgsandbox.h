@@ -587,6 +587,11 @@ extern List *sbx_masking_dump_options(const SbxMasking *masking);
 extern void sbx_masking_copy(SbxMasking *masking, PGconn *sandbox);
 extern char *sbx_masking_summary(const SbxMasking *masking);
 
+/* the key masking expressions may hash with (mask_key.c) */
+#define SBX_MASK_KEY_SETTING	"pgsandbox_mask.key"
+extern char *sbx_mask_key(const char *source);
+extern void sbx_set_mask_key(PGconn *conn, const char *source, const char *what);
+
 /* redaction (conninfo.c) */
 extern char *sbx_redact(const char *text, const char *const *secrets);
 

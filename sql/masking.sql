@@ -17,6 +17,10 @@ CREATE TABLE app.customers (
 CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int REFERENCES app.customers, note text);
 CREATE TABLE app.audit_2025 (id int, payload text);
 CREATE TABLE app.audit_2026 (id int, payload text);
+CREATE TABLE app.tagged (id int, tags text[]);
+CREATE TABLE app.ext_settings (id int, secret text);
+-- a table an extension owns, as PostGIS owns spatial_ref_sys
+ALTER EXTENSION plpgsql ADD TABLE app.ext_settings;
 \c contrib_regression
 
 SELECT pgsandbox.add_source('mask', 'dbname=regress_sbx_mask', allow_data => true);
@@ -54,6 +58,11 @@ SELECT pgsandbox.mask('mask', 'app.customers.label', 'NULL');
 SELECT pgsandbox.mask('mask', 'app.orders.customer_id', 'NULL');
 SELECT pgsandbox.mask('mask', 'app.customers.id', 'id + 1');
 SELECT pgsandbox.mask('mask', 'app.customers.email', repeat('1 + ', 5000) || '1');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'max(email)');
+SELECT pgsandbox.mask('mask', 'app.customers.email', 'generate_series(1, 2)::text');
+SELECT pgsandbox.mask('mask', 'app.customers.email', '(row_number() OVER ())::text');
+SELECT pgsandbox.mask('mask', 'app.tagged.tags', 'ARRAY[id]');
+SELECT pgsandbox.mask('mask', 'app.ext_settings.secret', 'NULL');
 
 -- exclude_data() and include_data(): bad patterns, missing rules
 SELECT pgsandbox.exclude_data('mask', NULL);
@@ -92,6 +101,10 @@ SELECT c AS call, pg_temp.sqlstate_of(c) AS sqlstate
                ($$pgsandbox.mask('mask', 'app.orders.customer_id', 'NULL')$$),
                ($$pgsandbox.mask('gone', 'app.customers.email', 'NULL')$$),
                ($$pgsandbox.mask('mask', 'app.customers.email', repeat('1 + ', 5000) || '1')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'max(email)')$$),
+               ($$pgsandbox.mask('mask', 'app.customers.email', 'generate_series(1, 2)::text')$$),
+               ($$pgsandbox.mask('mask', 'app.tagged.tags', 'ARRAY[id]')$$),
+               ($$pgsandbox.mask('mask', 'app.ext_settings.secret', 'NULL')$$),
                ($$pgsandbox.exclude_data('mask', 'a.b.c')$$),
                ($$pgsandbox.exclude_data('mask', 'app.audit_(')$$),
                ($$pgsandbox.include_data('mask', 'app.audit_*')$$),
@@ -113,6 +126,7 @@ SELECT pgsandbox.mask('mask', 'app.customers.phone', $$'+1 555 ' || lpad(id::tex
 SELECT pgsandbox.mask('mask', 'app.customers."Mixed Case"', 'NULL');
 SELECT pgsandbox.mask('mask', 'app.customers.born', $$date_trunc('year', born)::date$$);
 SELECT pgsandbox.mask('mask', 'app.customers.score', 'score::bigint / 10');
+SELECT pgsandbox.mask('mask', 'app.tagged.tags', 'ARRAY[id::text]');
 SELECT pgsandbox.exclude_data('mask', 'app.audit_*');
 SELECT pgsandbox.exclude_data('mask', ' app.audit_* ');
 SELECT pgsandbox.exclude_data('mask', '"App"."Odd ""Name"""');

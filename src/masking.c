@@ -7,14 +7,17 @@
  *	  excluded keep their definition without rows.
  *
  * The worker opens a read-only, repeatable-read transaction on the source
- * (the reader) and exports its snapshot; every pg_dump of the clone runs in
- * that snapshot (--snapshot), and so do the reads here.  In it, the rules
- * are resolved: each mask rule's table and column must exist (or the clone
- * fails, naming the rule); a rule covers the table's inheritance children
- * and partitions too, as does a table pattern of exclude_data.  pg_dump is
- * told to leave out the rows of every masked or excluded table
- * (--exclude-table-data, with exact names); the restore runs section by
- * section, and between data and post-data each masked table is filled by
+ * (the reader), locks the rules' tables and exports its snapshot; every
+ * pg_dump of the clone runs in that snapshot (--snapshot), and so do the
+ * reads here.  In it, the rules are resolved: each mask rule's table and
+ * column must exist, no foreign key may use the column and the table may
+ * not be an extension's (or the clone fails, naming the rule: these may
+ * have changed since the rule was set); a rule covers the table's
+ * inheritance children and partitions too, as does a table pattern of
+ * exclude_data.  pg_dump is told to leave out the rows of every masked or
+ * excluded table (--exclude-table-data, with exact names); the restore
+ * runs section by section, and between data and post-data each masked
+ * table is filled by
  * COPY (SELECT <column or its expression>, ... FROM ONLY <table>) TO STDOUT
  * on the reader, streamed into COPY ... FROM STDIN over a login as the
  * sandbox's own role.  Indexes, constraints and materialized views, built
@@ -92,7 +95,11 @@ sbx_exact_pattern(const char *schema, const char *table)
 	return buf.data;
 }
 
-/* The tables a pattern of exclude_data matches, with their children. */
+/*
+ * The tables a pattern of exclude_data matches, with their children.  An
+ * extension's tables are not matched: their rows are the extension's, and
+ * copied as it keeps them.
+ */
 static void
 sbx_resolve_exclusions(SbxMasking *m, List *patterns, List **excluded_oids)
 {
@@ -116,6 +123,9 @@ sbx_resolve_exclusions(SbxMasking *m, List *patterns, List **excluded_oids)
 							  "   WHERE c.relkind IN ('r', 'p')"
 							  "     AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'"
 							  "     AND ($1::text IS NULL OR n.nspname ~ $1) AND c.relname ~ $2"
+							  "     AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d"
+							  "                      WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "                        AND d.objid = c.oid AND d.deptype = 'e')"
 							  "  UNION"
 							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
 							  "    JOIN matched ON i.inhparent = matched.relid)"
@@ -164,37 +174,88 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
 							  3, params, PGRES_TUPLES_OK);
 		if (PQntuples(res) == 0)
+		{
+			PQclear(res);
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("masking rule \"%s\" of source \"%s\" names a table the source no longer has",
 							rule->target, m->source),
 					 errhint("Remove the rule with unmask(), or set it again.")));
+		}
 		if (PQgetisnull(res, 0, 1))
+		{
+			PQclear(res);
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("masking rule \"%s\" of source \"%s\" names a column the source no longer has",
 							rule->target, m->source),
 					 errhint("Remove the rule with unmask(), or set it again.")));
+		}
 		params[0] = pstrdup(PQgetvalue(res, 0, 0));
 		PQclear(res);
+
+		/*
+		 * The table and its children, with what would make the rule unsafe
+		 * now, though it was not when set: a foreign key on the column
+		 * (pg_restore would check it against rows copied unmasked, and
+		 * quote them), or the table's being an extension's, whose rows
+		 * are copied apart from the dump.
+		 */
+		params[1] = rule->column;
 		res = sbx_reader_exec(m,
 							  "WITH RECURSIVE covered(relid) AS ("
 							  "  VALUES ($1::oid)"
 							  "  UNION"
 							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
 							  "    JOIN covered ON i.inhparent = covered.relid)"
-							  " SELECT covered.relid, n.nspname, c.relname FROM covered"
+							  " SELECT covered.relid, n.nspname, c.relname, c.relkind,"
+							  "        (SELECT k.conname FROM pg_catalog.pg_constraint k"
+							  "           JOIN pg_catalog.pg_attribute a ON a.attrelid = covered.relid"
+							  "          WHERE a.attname = $2 AND k.contype = 'f'"
+							  "            AND ((k.conrelid = covered.relid AND a.attnum = ANY (k.conkey))"
+							  "              OR (k.confrelid = covered.relid AND a.attnum = ANY (k.confkey)))"
+							  "          ORDER BY k.conname LIMIT 1),"
+							  "        (SELECT e.extname FROM pg_catalog.pg_depend d"
+							  "           JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+							  "          WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "            AND d.objid = covered.relid AND d.deptype = 'e'"
+							  "          LIMIT 1)"
+							  "   FROM covered"
 							  "   JOIN pg_catalog.pg_class c ON c.oid = covered.relid"
 							  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  "  WHERE c.relkind = 'r'",
-							  1, params, PGRES_TUPLES_OK);
+							  "  ORDER BY covered.relid",
+							  2, params, PGRES_TUPLES_OK);
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			char	   *fkey;
+			char	   *extension;
+
+			if (PQgetisnull(res, i, 4) && PQgetisnull(res, i, 5))
+				continue;
+			fkey = PQgetisnull(res, i, 4) ? NULL : pstrdup(PQgetvalue(res, i, 4));
+			extension = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
+			PQclear(res);
+			if (fkey != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("masking rule \"%s\" of source \"%s\" masks a column that foreign key \"%s\" uses",
+								rule->target, m->source, fkey),
+						 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to."),
+						 errhint("Remove the rule with unmask(), or the foreign key from the source.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("masking rule \"%s\" of source \"%s\" masks a table of extension \"%s\"",
+							rule->target, m->source, extension),
+					 errdetail("The rows of an extension's tables are copied as the extension keeps them."),
+					 errhint("Remove the rule with unmask().")));
+		}
 		for (int i = 0; i < PQntuples(res); i++)
 		{
 			Oid			relid = atooid(PQgetvalue(res, i, 0));
 			SbxMaskedTable *table = NULL;
 			ListCell   *lt;
 
-			if (list_member_oid(excluded_oids, relid))
+			if (PQgetvalue(res, i, 3)[0] != 'r' || list_member_oid(excluded_oids, relid))
 				continue;
 			foreach(lt, m->masked)
 			{
@@ -217,6 +278,48 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 		PQclear(res);
 		m->ncolumns++;
 	}
+}
+
+/*
+ * The statement that locks the tables of the mask rules with their
+ * children, or NULL if there is none, looked up before the reader's
+ * transaction begins.  A rule's table the source does not have is left to
+ * sbx_resolve_masks to report, in the snapshot.
+ */
+static char *
+sbx_rule_tables_lock(SbxMasking *m, List *masks)
+{
+	StringInfoData sql;
+	int			ntables = 0;
+	ListCell   *lc;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "LOCK TABLE ");
+	foreach(lc, masks)
+	{
+		SbxMaskRule *rule = lfirst(lc);
+		const char *params[2] = {rule->schema, rule->table};
+		PGresult   *res;
+		bool		exists;
+
+		res = sbx_reader_exec(m,
+							  "SELECT 1 FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+							  2, params, PGRES_TUPLES_OK);
+		exists = PQntuples(res) > 0;
+		PQclear(res);
+		if (exists)
+			appendStringInfo(&sql, "%s%s", ntables++ > 0 ? ", " : "",
+							 quote_qualified_identifier(rule->schema, rule->table));
+	}
+	if (ntables == 0)
+	{
+		pfree(sql.data);
+		return NULL;
+	}
+	appendStringInfoString(&sql, " IN ACCESS SHARE MODE");
+	return sql.data;
 }
 
 /* The column lists of a masked table's COPY on both sides. */
@@ -278,21 +381,26 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 	List	   *excluded_oids = NIL;
 	PGresult   *res;
 	ListCell   *lc;
+	char	   *lock;
 
 	m->reader = reader;
 	m->source = source;
-	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-							0, NULL, PGRES_COMMAND_OK));
 
 	/*
-	 * The expressions see the system's functions first, as when checked.
-	 * Rows are written as pg_dump writes them, in forms any server reads
-	 * back the same (ISO dates, exact floats), in the source's encoding;
-	 * a row-level security policy that would hide rows is an error, not a
+	 * For the session: the expressions see the system's functions first
+	 * and read string literals as when checked; the reader waits as long
+	 * as the clone takes, whatever timeouts the source's role has.  Rows
+	 * are written as pg_dump writes them, in forms any server reads back
+	 * the same (ISO dates, exact floats), in the source's encoding; a
+	 * row-level security policy that would hide rows is an error, not a
 	 * silently shorter table.
 	 */
 	PQclear(sbx_reader_exec(m,
 							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							" pg_catalog.set_config('standard_conforming_strings', 'on', false),"
+							" pg_catalog.set_config('statement_timeout', '0', false),"
+							" pg_catalog.set_config('lock_timeout', '0', false),"
+							" pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),"
 							" pg_catalog.set_config('datestyle', 'ISO', false),"
 							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
 							" pg_catalog.set_config('extra_float_digits', '3', false),"
@@ -300,10 +408,23 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 							" pg_catalog.set_config('client_encoding',"
 							"                       pg_catalog.current_setting('server_encoding'), false)",
 							0, NULL, PGRES_TUPLES_OK));
+	sbx_set_mask_key(reader, source,
+					 psprintf("could not read source \"%s\" for masking", source));
 	res = sbx_reader_exec(m, "SELECT pg_catalog.current_setting('server_encoding')", 0, NULL,
 						  PGRES_TUPLES_OK);
 	m->encoding = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
+
+	/*
+	 * The masked tables are locked before the snapshot is taken (a LOCK
+	 * takes none): no column of theirs can be renamed, dropped or swapped
+	 * between what the snapshot's catalog says and what the COPY reads.
+	 */
+	lock = sbx_rule_tables_lock(m, masks);
+	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+							0, NULL, PGRES_COMMAND_OK));
+	if (lock != NULL)
+		PQclear(sbx_reader_exec(m, lock, 0, NULL, PGRES_COMMAND_OK));
 	res = sbx_reader_exec(m, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
 						  PGRES_TUPLES_OK);
 	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
@@ -316,7 +437,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 		SbxMaskedTable *table = lfirst(lc);
 
 		sbx_masked_columns(m, table);
-		/* kept until the clone is filled, whatever is run on the source */
+		/* a partition attached since the lock, too */
 		PQclear(sbx_reader_exec(m, psprintf("LOCK TABLE ONLY %s IN ACCESS SHARE MODE",
 											table->qualified),
 								0, NULL, PGRES_COMMAND_OK));
@@ -351,13 +472,13 @@ sbx_table_targets(const SbxMaskedTable *table)
 }
 
 /*
- * The source failed to read a masked table: while it started the COPY its
- * message quotes no row and is shown; once rows flowed, only its SQLSTATE
- * is.
+ * The source failed to read a masked table: before the COPY began its
+ * message quotes no row and is shown; once it began, rows were read and
+ * only its SQLSTATE is.
  */
 static void pg_attribute_noreturn()
 sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res,
-					   bool rows_flowed)
+					   bool rows_read)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	int			code = sbx_remote_sqlstate(res);
@@ -365,7 +486,7 @@ sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res
 
 	state = state ? pstrdup(state) : "?";
 	PQclear(res);
-	if (rows_flowed)
+	if (rows_read)
 		ereport(ERROR,
 				(errcode(code),
 				 errmsg("could not read the masked rows of table %s from source \"%s\"",
@@ -402,7 +523,7 @@ static void
 sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbox)
 {
 	PGresult   *res;
-	bool		flowed = false;
+	bool		copying = false;
 	int64		rows_bytes = 0;
 
 	res = libpqsrv_exec_params(m->reader,
@@ -412,6 +533,8 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		sbx_masked_read_failed(m, table, res, false);
 	PQclear(res);
+	/* from here on, the source evaluates the expressions over rows */
+	copying = true;
 	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN", table->qualified,
 										  table->column_list),
 						PG_WAIT_EXTENSION);
@@ -429,7 +552,6 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 			int			ok = PQputCopyData(sandbox, buf, n);
 
 			PQfreemem(buf);
-			flowed = true;
 			rows_bytes += n;
 			if (ok != 1)
 				sbx_masked_write_failed(sandbox, table, NULL);
@@ -449,7 +571,7 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		(void) PQputCopyEnd(sandbox, "the source failed");
-		sbx_masked_read_failed(m, table, res, flowed);
+		sbx_masked_read_failed(m, table, res, copying);
 	}
 	PQclear(res);
 

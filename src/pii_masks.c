@@ -5,8 +5,9 @@
  *	  personal data: an SQL expression that could replace its values.
  *
  * The suggested expression, for mask(), is computed from the column
- * itself, with pg_catalog.md5 of its value, so that the same value always
- * gets the same mask: it keeps the column's type (it is cast to it), NULL
+ * itself, with pg_catalog.md5 of the source's masking key and its value, so
+ * that the same value always gets the same mask, which cannot be reversed
+ * without the key: it keeps the column's type (it is cast to it), NULL
  * stays NULL and a value that is not NULL gets a mask that is not either.
  * Masks keep the shape of what they replace where they can (an address of
  * example.invalid, a phone number of +1555, digits for card and identity
@@ -24,6 +25,7 @@
  */
 #include "postgres.h"
 
+#include "pgsandbox.h"
 #include "pii.h"
 #include "utils/builtins.h"
 
@@ -103,11 +105,16 @@ sbx_max_digits(const SbxColumn *col, SbxTypeClass class)
 }
 
 /*
- * Building the expressions.  A column's value goes into md5 as text, and
- * hex digits of md5 make the mask, or a number read from them.
+ * Building the expressions.  A column's value goes into md5 as text, after
+ * the source's masking key (mask_key.c), and hex digits of md5 make the
+ * mask, or a number read from them.  Without the key, which the sandbox
+ * never sees, the masks of a column with few possible values (a security
+ * code, a phone or identity number) cannot be looked up among the hashes
+ * of all of them.
  */
+#define SBX_KEY_PREFIX	"pg_catalog.current_setting('" SBX_MASK_KEY_SETTING "') || "
 
-/* The column as md5's argument. */
+/* The column as md5's argument, after the key. */
 static const char *
 sbx_md5_arg(const SbxColumn *col, const char *qcol, SbxTypeClass class)
 {
@@ -117,19 +124,20 @@ sbx_md5_arg(const SbxColumn *col, const char *qcol, SbxTypeClass class)
 			if (strcmp(col->basetype, "text") == 0 ||
 				strcmp(col->basetype, "varchar") == 0 ||
 				strcmp(col->basetype, "bpchar") == 0)
-				return qcol;
+				return psprintf(SBX_KEY_PREFIX "%s", qcol);
 			break;
 		case SBX_TYPE_BYTEA:
-			return qcol;
+			/* its text form, \x and hex digits */
+			return psprintf(SBX_KEY_PREFIX "%s", qcol);
 		case SBX_TYPE_DATE:
 			/* not the text of the value, which the session's settings change */
-			return psprintf("EXTRACT(epoch FROM %s::timestamp)::pg_catalog.text", qcol);
+			return psprintf(SBX_KEY_PREFIX "EXTRACT(epoch FROM %s::timestamp)::pg_catalog.text", qcol);
 		case SBX_TYPE_TIMESTAMP:
-			return psprintf("EXTRACT(epoch FROM %s)::pg_catalog.text", qcol);
+			return psprintf(SBX_KEY_PREFIX "EXTRACT(epoch FROM %s)::pg_catalog.text", qcol);
 		default:
 			break;
 	}
-	return psprintf("%s::pg_catalog.text", qcol);
+	return psprintf(SBX_KEY_PREFIX "%s::pg_catalog.text", qcol);
 }
 
 /* the first n hex digits of md5 of arg */

@@ -112,19 +112,35 @@ sbx_check_request_source(const SbxRequest *req, bool check_data)
 	Datum		values[1];
 	bool		isnull;
 	bool		allow_data;
+	bool		changed_here;
 	int			rc;
 
 	SPI_connect();
 	if (!sbx_may_clone(req->caller, req->caller_is_admin, req->source))
 		sbx_report_source_denied(req->source, req->caller_is_admin);
 	values[0] = CStringGetTextDatum(req->source);
-	rc = SPI_execute_with_args("SELECT allow_data FROM pgsandbox.source WHERE name = $1",
+	rc = SPI_execute_with_args("SELECT allow_data, xmin FROM pgsandbox.source WHERE name = $1",
 							   1, argtypes, values, NULL, true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not look up source \"%s\"", req->source);
 	allow_data = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 1, &isnull));
+	changed_here = TransactionIdIsCurrentTransactionId(
+		DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 2, &isnull)));
 	SPI_finish();
+
+	/*
+	 * The worker reads the source's settings and rules as committed: a
+	 * rule set in this transaction would not apply to the clone.
+	 */
+	if (changed_here)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cannot clone source \"%s\" in the transaction that changed it",
+						req->source),
+				 errdetail("The clone worker sees only committed settings and masking rules."),
+				 errhint("Commit the change first.")));
 
 	if (check_data && !req->schema_only && !allow_data)
 		sbx_report_data_denied(req->source);

@@ -11,9 +11,10 @@
  * through it, on the source (masking.c).  When the rule is set, the column
  * is looked up in the source and the expression is planned against the
  * table, in a read-only transaction, without reading a row: a missing
- * column, an expression that does not parse or has the wrong type, and a
- * column a foreign key uses (whose masked values would no longer match) are
- * refused.  An exclude_data rule is a table pattern, read as pg_dump reads
+ * column, an expression that does not parse, has the wrong type or does
+ * not compute one value per row (an aggregate, a window or set-returning
+ * function), a column a foreign key uses (whose masked values would no
+ * longer match) and a column of an extension's table are refused.  An exclude_data rule is a table pattern, read as pg_dump reads
  * one: the tables it matches are copied without their rows.
  *
  * Every change counts up the source's rules_version.  A snapshot records
@@ -37,6 +38,7 @@
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "pgsandbox.h"
+#include "regex/regex.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
@@ -94,11 +96,13 @@ sbx_parse_expression(const char *expression)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_SYNTAX_ERROR)
+			PG_RE_THROW();		/* out of memory, say: not the expression's */
 		FlushErrorState();
 		ereport(ERROR,
 				(errcode(edata->sqlerrcode),
 				 errmsg("masking expression is not valid SQL"),
-				 errdetail("%s", edata->message)));
+				 errdetail_internal("%s", edata->message)));
 	}
 	PG_END_TRY();
 	if (list_length(stmts) == 1 &&
@@ -148,11 +152,12 @@ sbx_expression_is_null(const char *expression)
 }
 
 /*
- * Check a mask rule against the source: the column exists in a table, is
- * not generated and no foreign key uses it, and the expression plans
- * against the table with the column's type, or one of its type category
- * (text for a varchar column), or is NULL on a nullable column.  Reads no
- * row.
+ * Check a mask rule against the source: the column exists in a table that
+ * is no extension's, is not generated and no foreign key uses it, and the
+ * expression plans against the table, one value per row, with the
+ * column's type, or one of its type category for strings, numbers, dates,
+ * times, bit strings and booleans (text for a varchar column), or is NULL
+ * on a nullable column.  Reads no row.
  */
 static void
 sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *expression)
@@ -167,6 +172,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		char	   *coltype;
 		char	   *category;
 		char	   *fkey;
+		char	   *extension;
 		Oid			typoid;
 		bool		notnull;
 		bool		generated;
@@ -176,10 +182,13 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 							  0, NULL, PGRES_COMMAND_OK,
 							  psprintf("could not read source \"%s\"", source));
 		PQclear(res);
-		res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+		res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							  " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
 							  0, NULL, PGRES_TUPLES_OK,
 							  psprintf("could not read source \"%s\"", source));
 		PQclear(res);
+		/* as the clone's reader has it */
+		sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
 		res = sbx_remote_exec(conn,
 							  "SELECT c.oid FROM pg_catalog.pg_class c"
 							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -199,7 +208,11 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 							  "         WHERE k.contype = 'f'"
 							  "           AND ((k.conrelid = c.oid AND a.attnum = ANY (k.conkey))"
 							  "             OR (k.confrelid = c.oid AND a.attnum = ANY (k.confkey)))"
-							  "         ORDER BY k.conname LIMIT 1)"
+							  "         ORDER BY k.conname LIMIT 1),"
+							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
+							  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+							  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
 							  "  FROM pg_catalog.pg_class c"
 							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
 							  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid"
@@ -222,7 +235,14 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		notnull = (strcmp(PQgetvalue(res, 0, 3), "t") == 0);
 		generated = (strcmp(PQgetvalue(res, 0, 4), "t") == 0);
 		fkey = PQgetisnull(res, 0, 5) ? NULL : pstrdup(PQgetvalue(res, 0, 5));
+		extension = PQgetisnull(res, 0, 6) ? NULL : pstrdup(PQgetvalue(res, 0, 6));
 		PQclear(res);
+		if (extension != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mask column \"%s\" of table \"%s\": the table belongs to extension \"%s\"",
+							t->column, qualified, extension),
+					 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
 		if (generated)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -270,6 +290,28 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 			}
 			exprtype = PQftype(res, 0);
 			PQclear(res);
+
+			/*
+			 * One value from each row: where the clone reads the rows, an
+			 * aggregate would fold them and a set-returning function add
+			 * some.  A WHERE clause allows neither, nor window functions.
+			 */
+			res = libpqsrv_exec_params(conn,
+									   psprintf("SELECT FROM ONLY %s WHERE (%s) IS NULL LIMIT 0",
+												qualified, expression),
+									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			{
+				int			code = sbx_remote_sqlstate(res);
+
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("masking expression for \"%s\" must compute one value from each row",
+								t->normalized),
+						 errdetail("Aggregate, window and set-returning functions are not allowed in a masking expression.")));
+			}
+			PQclear(res);
 			snprintf(typebuf, sizeof(typebuf), "%u", exprtype);
 			typeparam[0] = typebuf;
 			res = sbx_remote_exec(conn,
@@ -278,7 +320,13 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 								  1, typeparam, PGRES_TUPLES_OK,
 								  psprintf("could not read source \"%s\"", source));
 			exprcategory = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : "";
-			if (exprtype != typoid && strcmp(exprcategory, category) != 0)
+			/*
+			 * Of the column's type category, the value is converted as COPY
+			 * reads it into the column; arrays, composites and other types
+			 * have no such conversion and must be of the column's type.
+			 */
+			if (exprtype != typoid &&
+				(strcmp(exprcategory, category) != 0 || strchr("BDNSTV", category[0]) == NULL))
 			{
 				char	   *exprtypename = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 1)) : "?";
 
@@ -553,6 +601,31 @@ pgsandbox_unmask(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* Check that one regular expression of a table pattern compiles. */
+static void
+sbx_check_pattern_regex(const char *pattern, const char *re)
+{
+	int			len = strlen(re);
+	pg_wchar   *wide = palloc((len + 1) * sizeof(pg_wchar));
+	int			wlen = pg_mb2wchar_with_len(re, wide, len);
+	regex_t		compiled;
+	int			rc;
+
+	rc = pg_regcomp(&compiled, wide, wlen, REG_ADVANCED, C_COLLATION_OID);
+	if (rc != REG_OKAY)
+	{
+		char		msg[100];
+
+		pg_regerror(rc, &compiled, msg, sizeof(msg));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid table pattern \"%s\"", pattern),
+				 errdetail("As a regular expression: %s.", msg)));
+	}
+	pg_regfree(&compiled);
+	pfree(wide);
+}
+
 /* A table pattern, checked; its regular expressions must compile. */
 static char *
 sbx_checked_pattern(text *arg)
@@ -571,13 +644,9 @@ sbx_checked_pattern(text *arg)
 	while (len > 0 && strchr(" \t\n", trimmed[len - 1]))
 		trimmed[--len] = '\0';
 	sbx_table_pattern_regex(trimmed, &schema_re, &table_re);
-	(void) DirectFunctionCall2Coll(textregexeq, C_COLLATION_OID,
-								   CStringGetTextDatum(""),
-								   CStringGetTextDatum(table_re));
 	if (schema_re)
-		(void) DirectFunctionCall2Coll(textregexeq, C_COLLATION_OID,
-									   CStringGetTextDatum(""),
-									   CStringGetTextDatum(schema_re));
+		sbx_check_pattern_regex(trimmed, schema_re);
+	sbx_check_pattern_regex(trimmed, table_re);
 	return trimmed;
 }
 

@@ -66,7 +66,8 @@ sq("SELECT pgsandbox.add_source('crm', 'dbname=crm', allow_data => true)");
 sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'user' || id || '@example.invalid'$$)});
 sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$left(full_name, 1) || '.'$$)});
 sq(q{SELECT pgsandbox.mask('crm', 'app.customers.phone', 'NULL')});
-sq(q{SELECT pgsandbox.mask('crm', 'app.events.contact_email', $$md5(contact_email) || '@example.invalid'$$)});
+sq(q{SELECT pgsandbox.mask('crm', 'app.events.contact_email',
+	$$md5(current_setting('pgsandbox_mask.key') || contact_email) || '@example.invalid'$$)});
 sq(q{SELECT pgsandbox.exclude_data('crm', 'app.audit_*')});
 is(sq("SELECT string_agg(kind || ' ' || target, ', ' ORDER BY kind, target) FROM pgsandbox.source_rules"),
 	'exclude_data app.audit_*, mask app.customers.email, mask app.customers.full_name, '
@@ -161,6 +162,24 @@ is(in_sandbox($conn, q{SELECT count(*) FROM app.events WHERE contact_email NOT L
 is(in_sandbox($conn, q{SELECT count(*) FROM app.events_low}) . '|' . in_sandbox($conn, 'SELECT count(*) FROM app.events_high'),
 	'999|1001', 'with all their rows');
 
+# the keyed mask: md5 of the key and the value, not of the value alone,
+# the same value masked the same way in every row and every clone
+my $key_file = $node->data_dir . '/pgsandbox_mask.key';
+ok(-f $key_file, 'the server\'s masking key is kept in the data directory');
+is(sprintf('%o', (stat $key_file)[2] & 0777), '600', 'readable by the server\'s OS user only');
+my $events_q = q{SELECT string_agg(id || ' ' || contact_email, ',' ORDER BY id) FROM app.events WHERE id IN (7, 1500, 8)};
+my $unkeyed = $node->safe_psql('crm', q{SELECT string_agg(id || ' ' || md5(contact_email) || '@example.invalid', ',' ORDER BY id)
+	FROM app.events WHERE id IN (7, 1500, 8)});
+my $keyed = in_sandbox($conn, $events_q);
+my @keyed = map { (split / /)[1] } split /,/, $keyed;
+isnt($keyed[0], (split / /, (split /,/, $unkeyed)[0])[1], 'a keyed mask is not the md5 of the value alone');
+is($keyed[0], $keyed[2], 'the same value gets the same keyed mask in every row');
+isnt($keyed[0], $keyed[1], 'and another value another one');
+my $key_text = slurp_file($key_file);
+is(files_holding($dboid, $key_text), 0, 'the key is in no file of the sandbox');
+unlike(sq("SELECT string_agg(expression, ' ') FROM pgsandbox.source_rules"), qr/\Q$key_text\E/,
+	'nor in the rules anyone sees');
+
 # the excluded table: complete, empty
 my $shape = q{SELECT (SELECT count(*) FROM app.audit_log) || '|' ||
 	(SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
@@ -192,7 +211,7 @@ like($err, qr/permission denied/, 'it is told so');
 isnt($ret, 0, 'nor add one');
 ($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=agent password=agent-pw',
 	q{SELECT count(*) || ' ' || string_agg(expression, ', ' ORDER BY target) FROM pgsandbox.source_rules WHERE kind = 'mask'});
-is($out, q{4 'user' || id || '@example.invalid', left(full_name, 1) || '.', NULL, md5(contact_email) || '@example.invalid'},
+is($out, q{4 'user' || id || '@example.invalid', left(full_name, 1) || '.', NULL, md5(current_setting('pgsandbox_mask.key') || contact_email) || '@example.invalid'},
 	'a pgsandbox_user sees the rules of the sources granted to it');
 ($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres user=other password=other-pw',
 	q{SELECT count(*) FROM pgsandbox.source_rules});
@@ -235,6 +254,19 @@ like(failed_clone('an expression that fails on a row'),
 	'the error names the table and the SQLSTATE, not the message');
 like(sq("SELECT error FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1"), qr/app\.customers/,
 	'the failed row names the table');
+
+# an expression that fails on the first row it reads: the source's message
+# would quote that row's value
+sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$(full_name::int)::text$$)});
+my $first_value = $node->safe_psql('crm', 'SELECT full_name FROM app.customers LIMIT 1');
+my $first_err = failed_clone('an expression that fails on the first row');
+like($first_err, qr/could not read the masked rows of table app\.customers from source "crm".*SQLSTATE 22P02/s,
+	'the error names the table and the SQLSTATE');
+my $first_trace = $first_err
+  . sq("SELECT error FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1")
+  . sq("SELECT string_agg(coalesce(detail, ''), ' ') FROM pgsandbox.events");
+unlike($first_trace, qr/\Q$first_value\E|invalid input syntax/,
+	'neither the error nor the events quote the first row\'s value');
 sq(q{SELECT pgsandbox.mask('crm', 'app.customers.full_name', $$left(full_name, 1) || '.'$$)});
 
 # a masked value that breaks a unique key
@@ -242,14 +274,43 @@ sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'same@example.invalid
 like(failed_clone('a masked value that breaks a unique key'),
 	qr/could not create unique index|duplicate key/, 'the error says which key broke');
 
-# a masked value that breaks a foreign key added since the rule
+# a foreign key added since the rule on the masked column: refused before
+# any row is read, since the rows referring to it would be copied unmasked
+# (and a failing check would quote them)
 sq(q{SELECT pgsandbox.mask('crm', 'app.customers.email', $$'user' || id || '@example.invalid'$$)});
 $node->safe_psql('crm', q{
 CREATE TABLE app.subscriptions (email text NOT NULL REFERENCES app.customers (email));
 INSERT INTO app.subscriptions VALUES ('person3@corp.test');});
-like(failed_clone('a masked value that breaks a foreign key'),
-	qr/foreign key|violates/, 'the error says which key broke');
+my $fk_log_from = -s $node->logfile;
+my $fk_err = failed_clone('a foreign key added since the rule');
+like($fk_err,
+	qr/masking rule "app\.customers\.email" of source "crm" masks a column that foreign key "subscriptions_email_fkey" uses/,
+	'the error names the rule and the foreign key');
+unlike($fk_err . sq("SELECT error FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1")
+	  . substr(slurp_file($node->logfile), $fk_log_from),
+	qr/person3\@corp\.test/, 'no value of the referring rows reaches the error or the server log');
 $node->safe_psql('crm', 'DROP TABLE app.subscriptions');
+
+# a table made an extension's since the rule: its rows are the extension's
+$node->safe_psql('crm', 'ALTER EXTENSION plpgsql ADD TABLE app.customers');
+like(failed_clone('a masked table that became an extension\'s'),
+	qr/masking rule "app\.customers\.\w+" of source "crm" masks a table of extension "plpgsql"/,
+	'the error names the rule and the extension');
+$node->safe_psql('crm', 'ALTER EXTENSION plpgsql DROP TABLE app.customers');
+
+# a rule set in the transaction that asks for the clone: the worker would
+# not see it, so the clone is refused
+my $rows_before = sq("SELECT count(*) FROM pgsandbox.sandbox");
+($ret, $out, $err) = $node->psql('postgres', q{
+BEGIN;
+SELECT pgsandbox.mask('crm', 'app.customers.note', 'NULL');
+SELECT name FROM pgsandbox.clone('crm', schema_only => false);
+COMMIT;});
+like($err, qr/cannot clone source "crm" in the transaction that changed it/,
+	'a clone in the transaction that set a rule is refused');
+is(sq("SELECT count(*) FROM pgsandbox.sandbox"), $rows_before, 'and asks for nothing');
+is(sq("SELECT count(*) FROM pgsandbox.source_rule WHERE column_name = 'note'"), '0',
+	'and the rule rolled back with it');
 is(sq("SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'ready' AND masked"), '1',
 	'the failures made no masked sandbox');
 
@@ -266,6 +327,7 @@ is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$co
 	'a copy of it is masked');
 is(readable_holding($copy_conn, $marker), 'customers=0 view=0 matview=0 events=0 audit=0 stats=0',
 	'and holds no marker');
+is(in_sandbox($copy_conn, $events_q), $keyed, 'and its keyed masks are those of the clone made through the dump');
 
 # unmasking the phone: the snapshot is stale at once
 sq(q{SELECT pgsandbox.unmask('crm', 'app.customers.phone')});
