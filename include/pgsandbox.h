@@ -213,6 +213,7 @@ typedef struct SbxCloneJob
 	 */
 	int			rules_version;
 	bool		masked;
+	int			rules_encoding; /* of their text: the admin database's */
 	char		rules[SBX_RULES_MAX];
 
 	/* written by the clone worker before it exits */
@@ -582,7 +583,8 @@ extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patter
 extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
 									char **table_re);
 extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
-									 List *masks, List *patterns);
+									 List *masks, List *patterns,
+									 int rules_encoding);
 extern List *sbx_masking_dump_options(const SbxMasking *masking);
 extern void sbx_masking_copy(SbxMasking *masking, PGconn *sandbox);
 extern char *sbx_masking_summary(const SbxMasking *masking);

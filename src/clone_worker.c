@@ -600,7 +600,8 @@ sbx_fill_sandbox(void)
 
 			/* every read of the clone uses the reader's snapshot */
 			sbx_job.data_as_of = GetCurrentTimestamp();
-			masking = sbx_masking_begin(reader, sbx_job.source, masks, patterns);
+			masking = sbx_masking_begin(reader, sbx_job.source, masks, patterns,
+										sbx_job.rules_encoding);
 			sbx_dump_and_restore(dump_env, restore_env, info, masking);
 			sbx_note("%s", sbx_masking_summary(masking));
 		}

@@ -32,8 +32,10 @@
  */
 #include "postgres.h"
 
+#include "common/string.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "pgstat.h"
@@ -281,6 +283,42 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 }
 
 /*
+ * The rules are SQL in the admin database's encoding, sent to the source as
+ * they are: where the source has another, they must be ASCII, or they
+ * would read otherwise there.
+ */
+static void
+sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, int rules_encoding)
+{
+	ListCell   *lc;
+
+	if (pg_char_to_encoding(m->encoding) == rules_encoding)
+		return;
+	foreach(lc, masks)
+	{
+		SbxMaskRule *rule = lfirst(lc);
+
+		if (!pg_is_ascii(rule->target) || !pg_is_ascii(rule->expression))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("masking rule \"%s\" of source \"%s\" is not ASCII, and the source's encoding is not the admin database's",
+							rule->target, m->source),
+					 errdetail("The source's encoding is %s, the admin database's %s.",
+							   m->encoding, pg_encoding_to_char(rules_encoding))));
+	}
+	foreach(lc, patterns)
+	{
+		if (!pg_is_ascii(lfirst(lc)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table pattern \"%s\" of source \"%s\" is not ASCII, and the source's encoding is not the admin database's",
+							(char *) lfirst(lc), m->source),
+					 errdetail("The source's encoding is %s, the admin database's %s.",
+							   m->encoding, pg_encoding_to_char(rules_encoding))));
+	}
+}
+
+/*
  * The statement that locks the tables of the mask rules with their
  * children, or NULL if there is none, looked up before the reader's
  * transaction begins.  A rule's table the source does not have is left to
@@ -344,14 +382,24 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
 	{
 		const char *column = PQgetvalue(res, i, 0);
 		const char *expression = NULL;
+		bool		own_rule = false;
 		ListCell   *lc;
 
+		/* a rule on the table itself comes before one on its parent */
 		foreach(lc, table->rules)
 		{
 			SbxMaskRule *rule = lfirst(lc);
+			bool		own;
 
-			if (strcmp(rule->column, column) == 0)
+			if (strcmp(rule->column, column) != 0)
+				continue;
+			own = strcmp(quote_qualified_identifier(rule->schema, rule->table),
+						 table->qualified) == 0;
+			if (expression == NULL || (own && !own_rule))
+			{
 				expression = rule->expression;
+				own_rule = own;
+			}
 		}
 		if (i > 0)
 		{
@@ -371,11 +419,14 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
 
 /*
  * Begin masking a data clone: open the reader's transaction on connection
- * 'reader', export its snapshot and resolve the rules in it.  The reader
- * stays open, in that transaction, until the clone is filled.
+ * 'reader', export its snapshot and resolve the rules in it.  The rules'
+ * text is in encoding rules_encoding (the admin database's; this worker
+ * is connected to the sandbox's).  The reader stays open, in that
+ * transaction, until the clone is filled.
  */
 SbxMasking *
-sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *patterns)
+sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *patterns,
+				  int rules_encoding)
 {
 	SbxMasking *m = palloc0(sizeof(SbxMasking));
 	List	   *excluded_oids = NIL;
@@ -414,6 +465,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 						  PGRES_TUPLES_OK);
 	m->encoding = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
+	sbx_check_rules_encoding(m, masks, patterns, rules_encoding);
 
 	/*
 	 * The masked tables are locked before the snapshot is taken (a LOCK

@@ -27,6 +27,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "common/string.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -189,6 +190,25 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		PQclear(res);
 		/* as the clone's reader has it */
 		sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
+
+		/* sent as it is: read otherwise in another encoding (masking.c) */
+		if (!pg_is_ascii(t->normalized) || !pg_is_ascii(expression))
+		{
+			char	   *encoding;
+
+			res = sbx_remote_exec(conn, "SELECT pg_catalog.current_setting('server_encoding')",
+								  0, NULL, PGRES_TUPLES_OK,
+								  psprintf("could not read source \"%s\"", source));
+			encoding = pstrdup(PQgetvalue(res, 0, 0));
+			PQclear(res);
+			if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("masking rule for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
+								t->normalized, source),
+						 errdetail("The source's encoding is %s, the admin database's %s.",
+								   encoding, GetDatabaseEncodingName())));
+		}
 		res = sbx_remote_exec(conn,
 							  "SELECT c.oid FROM pg_catalog.pg_class c"
 							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -735,6 +755,7 @@ sbx_read_rules(const char *source, SbxCloneJob *job)
 
 	job->rules[0] = '\0';
 	job->rules_version = 0;
+	job->rules_encoding = GetDatabaseEncoding();
 	if (!sbx_catalog_has_rules())
 		return false;
 	sbx_spi("SELECT rules_version FROM pgsandbox.source WHERE name = $1",

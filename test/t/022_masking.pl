@@ -378,6 +378,45 @@ is(files_holding(sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$ext_sbx
 sq("SELECT pgsandbox.remove_source('crm_ext')");
 
 # ---------------------------------------------------------------------
+# a rule on a partition comes before its parent's
+# ---------------------------------------------------------------------
+sq(q{SELECT pgsandbox.mask('crm', 'app.events_low.contact_email', $$'low' || id || '@example.invalid'$$)});
+my ($part_sbx, $part_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
+is(in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE contact_email LIKE 'low%') || ' '
+	|| count(*) FILTER (WHERE contact_email LIKE '%@example.invalid') FROM app.events_low}) . ' '
+	  . in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE contact_email LIKE 'low%') || ' '
+	|| count(*) FILTER (WHERE contact_email LIKE '%@example.invalid') FROM app.events_high}),
+	'999 999 0 1001', 'the partition with a rule of its own is masked by it, the other by its parent\'s');
+sq(q{SELECT pgsandbox.unmask('crm', 'app.events_low.contact_email')});
+
+# ---------------------------------------------------------------------
+# a source in another encoding than the admin database's: rules, sent to
+# it as they are, must be ASCII
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', q{CREATE DATABASE crm_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0});
+$node->safe_psql('crm_latin1', q{CREATE TABLE people (id int PRIMARY KEY, name text);
+INSERT INTO people SELECT g, 'name ' || g FROM generate_series(1, 10) g;});
+sq("SELECT pgsandbox.add_source('crm_latin1', 'dbname=crm_latin1', allow_data => true)");
+my $e_acute = "\xc3\xa9";    # in UTF-8, as psql sends it
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.mask('crm_latin1', 'public.people.name', \$\$'Ren${e_acute}e'\$\$)");
+like($err, qr/masking rule for "public\.people\.name" is not ASCII, and the encoding of source "crm_latin1" is not the admin database's/,
+	'mask() refuses a rule that is not ASCII for a source in another encoding');
+sq(q{SELECT pgsandbox.mask('crm_latin1', 'public.people.name', $$'Renee ' || id$$)});
+my ($lat_sbx, $lat_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm_latin1', schema_only => false)");
+is(in_sandbox($lat_conn, q{SELECT min(name) FROM people}), 'Renee 1', 'an ASCII rule masks its clones');
+# a rule that is not ASCII, set while the encodings matched, say
+sq("UPDATE pgsandbox.source_rule SET expression = \$\$'Ren${e_acute}e ' || id\$\$ WHERE source = 'crm_latin1'");
+$rows_before = sq("SELECT count(*) FROM pgsandbox.sandbox");
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('crm_latin1', schema_only => false)");
+like($err, qr/masking rule "public\.people\.name" of source "crm_latin1" is not ASCII/,
+	'a clone with a rule that is not ASCII fails, naming the rule');
+is(sq("SELECT count(*) - $rows_before FROM pgsandbox.sandbox") . ' '
+	  . sq("SELECT status FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1"),
+	'1 failed', 'and leaves its failed row');
+is(untracked_sandboxes($node), '0', 'and leaves no database or role');
+sq("SELECT pgsandbox.remove_source('crm_latin1')");
+
+# ---------------------------------------------------------------------
 # rules follow their source
 # ---------------------------------------------------------------------
 sq("SELECT pgsandbox.remove_source('crm')");
