@@ -58,9 +58,15 @@ sbx_read_server_key(const char *path, char *key)
 	}
 	n = read(fd, key, SBX_MASK_KEY_HEX);
 	if (n < 0)
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", path)));
+	}
 	CloseTransientFile(fd);
 	key[n] = '\0';
 	if (n != SBX_MASK_KEY_HEX || strspn(key, "0123456789abcdef") != SBX_MASK_KEY_HEX)
@@ -130,15 +136,14 @@ sbx_make_server_key(const char *path)
 char *
 sbx_mask_key(const char *source)
 {
-	char		path[MAXPGPATH];
+	const char *path = SBX_MASK_KEY_FILE;	/* in the data directory */
 	char		server_key[SBX_MASK_KEY_HEX + 1];
 	char	   *input;
-	char	   *key = palloc(33)	/* md5 in hex */;
+	char	   *key = palloc(32 + 1);	/* md5 in hex */
 	const char *errstr = NULL;
 	bool		own_owner = false;
 	bool		hashed;
 
-	snprintf(path, sizeof(path), "%s", SBX_MASK_KEY_FILE);	/* in DataDir */
 	if (!sbx_read_server_key(path, server_key))
 	{
 		sbx_make_server_key(path);

@@ -328,7 +328,8 @@ static char *
 sbx_rule_tables_lock(SbxMasking *m, List *masks)
 {
 	StringInfoData sql;
-	int			ntables = 0;
+	List	   *seen = NIL;		/* tables looked up */
+	int			nlocked = 0;
 	ListCell   *lc;
 
 	initStringInfo(&sql);
@@ -337,9 +338,18 @@ sbx_rule_tables_lock(SbxMasking *m, List *masks)
 	{
 		SbxMaskRule *rule = lfirst(lc);
 		const char *params[2] = {rule->schema, rule->table};
+		char	   *qualified = quote_qualified_identifier(rule->schema, rule->table);
 		PGresult   *res;
 		bool		exists;
+		bool		looked_up = false;
+		ListCell   *ls;
 
+		/* a table with several masked columns is looked up once */
+		foreach(ls, seen)
+			looked_up |= strcmp(lfirst(ls), qualified) == 0;
+		if (looked_up)
+			continue;
+		seen = lappend(seen, qualified);
 		res = sbx_reader_exec(m,
 							  "SELECT 1 FROM pg_catalog.pg_class c"
 							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -348,10 +358,10 @@ sbx_rule_tables_lock(SbxMasking *m, List *masks)
 		exists = PQntuples(res) > 0;
 		PQclear(res);
 		if (exists)
-			appendStringInfo(&sql, "%s%s", ntables++ > 0 ? ", " : "",
-							 quote_qualified_identifier(rule->schema, rule->table));
+			appendStringInfo(&sql, "%s%s", nlocked++ > 0 ? ", " : "", qualified);
 	}
-	if (ntables == 0)
+	list_free(seen);
+	if (nlocked == 0)
 	{
 		pfree(sql.data);
 		return NULL;

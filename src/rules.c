@@ -14,8 +14,9 @@
  * column, an expression that does not parse, has the wrong type or does
  * not compute one value per row (an aggregate, a window or set-returning
  * function), a column a foreign key uses (whose masked values would no
- * longer match) and a column of an extension's table are refused.  An exclude_data rule is a table pattern, read as pg_dump reads
- * one: the tables it matches are copied without their rows.
+ * longer match) and a column of an extension's table are refused.  An
+ * exclude_data rule is a table pattern, read as pg_dump reads one: the
+ * tables it matches are copied without their rows.
  *
  * Every change counts up the source's rules_version.  A snapshot records
  * the version its rows were read under, and one taken under other rules is

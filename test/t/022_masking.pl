@@ -378,16 +378,25 @@ is(files_holding(sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$ext_sbx
 sq("SELECT pgsandbox.remove_source('crm_ext')");
 
 # ---------------------------------------------------------------------
-# a rule on a partition comes before its parent's
+# a rule on a partition comes before its parent's, whatever the order of
+# the rules (by target: the partition's sorts first here)
 # ---------------------------------------------------------------------
-sq(q{SELECT pgsandbox.mask('crm', 'app.events_low.contact_email', $$'low' || id || '@example.invalid'$$)});
+$node->safe_psql('crm', q{
+CREATE TABLE app.zz_contacts (id int NOT NULL, email text) PARTITION BY RANGE (id);
+CREATE TABLE app.aa_contacts_low PARTITION OF app.zz_contacts FOR VALUES FROM (0) TO (10);
+CREATE TABLE app.mm_contacts_high PARTITION OF app.zz_contacts FOR VALUES FROM (10) TO (100);
+INSERT INTO app.zz_contacts SELECT g, 'c' || g || '@corp.test' FROM generate_series(1, 30) g;});
+sq(q{SELECT pgsandbox.mask('crm', 'app.zz_contacts.email', $$'parent' || id || '@example.invalid'$$)});
+sq(q{SELECT pgsandbox.mask('crm', 'app.aa_contacts_low.email', $$'child' || id || '@example.invalid'$$)});
 my ($part_sbx, $part_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
-is(in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE contact_email LIKE 'low%') || ' '
-	|| count(*) FILTER (WHERE contact_email LIKE '%@example.invalid') FROM app.events_low}) . ' '
-	  . in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE contact_email LIKE 'low%') || ' '
-	|| count(*) FILTER (WHERE contact_email LIKE '%@example.invalid') FROM app.events_high}),
-	'999 999 0 1001', 'the partition with a rule of its own is masked by it, the other by its parent\'s');
-sq(q{SELECT pgsandbox.unmask('crm', 'app.events_low.contact_email')});
+is(in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE email LIKE 'child%') || ' ' || count(*)
+	FROM app.aa_contacts_low}) . ' '
+	  . in_sandbox($part_conn, q{SELECT count(*) FILTER (WHERE email LIKE 'parent%') || ' ' || count(*)
+	FROM app.mm_contacts_high}),
+	'9 9 21 21', 'the partition with a rule of its own is masked by it, the other by its parent\'s');
+sq(q{SELECT pgsandbox.unmask('crm', 'app.aa_contacts_low.email')});
+sq(q{SELECT pgsandbox.unmask('crm', 'app.zz_contacts.email')});
+$node->safe_psql('crm', 'DROP TABLE app.zz_contacts');
 
 # ---------------------------------------------------------------------
 # a source in another encoding than the admin database's: rules, sent to
