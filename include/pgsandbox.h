@@ -22,6 +22,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/guc.h"
 
 /* Limits of what travels through shared memory. */
 #define SBX_LABELS_MAX			4096	/* text form of the labels object */
@@ -447,6 +448,8 @@ extern char *sbx_remote_message(PGconn *conn, const PGresult *res);
 extern PGresult *sbx_remote_exec(PGconn *conn, const char *sql, int nparams,
 								 const char *const *params, int expect,
 								 const char *failure);
+extern char *sbx_remote_quote_ident(const char *name);
+extern char *sbx_remote_quote_qualified(const char *schema, const char *name);
 
 /* connecting to sources (source_conn.c) */
 extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
@@ -506,14 +509,16 @@ extern void sbx_read_source_locale(PGconn *conn, const char *source,
 extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);
 
 /* which archive entries the sandbox role restores (restore_list.c) */
+struct SbxMasking;
 extern void sbx_filter_restore_list(const char *from, const char *to,
 									const SbxSourceInfo *info,
+									const struct SbxMasking *masking,
 									StringInfo left_out);
 
 /* the source database's settings on the sandbox (db_settings.c) */
 extern SbxSetting *sbx_parse_setting(const char *item);
-extern void sbx_apply_database_settings(const char *dbname, List *settings,
-										StringInfo refused);
+extern void sbx_apply_database_settings(const char *dbname, const char *rolename,
+										List *settings, StringInfo refused);
 
 /* restoring configuration tables' rows as superuser (config_data.c) */
 extern void sbx_copy_config_data(PGconn *conn, const char *source,
@@ -572,6 +577,7 @@ typedef struct SbxMaskRule
 	char	   *table;
 	char	   *column;
 	char	   *expression;
+	bool		trusted;		/* its author is a superuser: not checked */
 } SbxMaskRule;
 
 typedef struct SbxMasking SbxMasking;
@@ -588,9 +594,15 @@ extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
 extern List *sbx_masking_dump_options(const SbxMasking *masking);
 extern void sbx_masking_copy(SbxMasking *masking, PGconn *sandbox);
 extern char *sbx_masking_summary(const SbxMasking *masking);
+extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
 
 /* the key masking expressions may hash with (mask_key.c) */
 #define SBX_MASK_KEY_SETTING	"pgsandbox_mask.key"
+
+/* what a rule of an admin who is not a superuser may use (mask_expr.c) */
+extern char *sbx_mask_functions_setting;
+extern const char *sbx_mask_expression_refused(const char *expression);
+extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
 extern char *sbx_mask_key(const char *source);
 extern void sbx_set_mask_key(PGconn *conn, const char *source, const char *what);
 

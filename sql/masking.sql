@@ -139,6 +139,46 @@ SELECT pgsandbox.unmask('mask', 'app.customers."Mixed Case"');
 SELECT pgsandbox.include_data('mask', '"App"."Odd ""Name"""');
 SELECT source, kind, target FROM pgsandbox.source_rules ORDER BY source, kind, target;
 
+-- the rule of an admin who is not a superuser runs with the rights of
+-- the source's login: it may use the row's columns, constants, operators,
+-- casts to system types, CASE and the like, the functions pgsandbox allows
+-- and the masking key; anything else is refused before the source sees it,
+-- and changes nothing
+CREATE ROLE regress_mask_admin IN ROLE pgsandbox_admin;
+CREATE TEMP TABLE rules_before AS SELECT count(*) AS n, max(added_at) AS last FROM pgsandbox.source_rule;
+SET ROLE regress_mask_admin;
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_user || (SELECT string_agg(rolname || '=' || rolpassword, ',') FROM pg_catalog.pg_authid)$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_user$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$pg_read_file('postgresql.conf')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$public.my_mask(email)$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$pg_catalog.pg_read_file('x')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_setting('data_directory')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$email OPERATOR(public.||) 'x'$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$email::public.email_type::text$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$(SELECT 'x')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$email || EXISTS (SELECT 1)$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$string_agg(email, ',')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$md5(email) || session_user$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_database()$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$CASE WHEN id > 1 THEN version() END$$);
+RESET ROLE;
+SELECT count(*) = n AND max(added_at) = last AS rules_unchanged
+  FROM pgsandbox.source_rule, rules_before GROUP BY n, last;
+SET ROLE regress_mask_admin;
+-- within the limits, the rule is set and recorded as the admin's
+SELECT pgsandbox.mask('mask', 'app.customers.email',
+	$$CASE WHEN id > 0 THEN 'u' || pg_catalog.left(md5(current_setting('pgsandbox_mask.key') || email), 12) || '@example.invalid' ELSE NULL END$$);
+SELECT pgsandbox.mask('mask', 'app.customers.born', $$date_trunc('year', born)::date + (id % 3)$$);
+SELECT pgsandbox.mask('mask', 'app.customers.phone', $$COALESCE(NULLIF(upper(substring(phone FROM 1 FOR 3)), ''), 'x')::varchar(20)$$);
+RESET ROLE;
+SELECT target, added_by FROM pgsandbox.source_rule
+ WHERE source = 'mask' AND added_by = 'regress_mask_admin' ORDER BY target;
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$'u' || id || '@example.invalid'$$);
+SELECT pgsandbox.mask('mask', 'app.customers.born', $$date_trunc('year', born)::date$$);
+SELECT pgsandbox.mask('mask', 'app.customers.phone', $$'+1 555 ' || lpad(id::text, 4, '0')$$);
+DROP TABLE rules_before;
+DROP ROLE regress_mask_admin;
+
 -- a pgsandbox_user may not change rules, and sees those of the sources
 -- granted to it
 CREATE ROLE regress_mask_user LOGIN IN ROLE pgsandbox_user;

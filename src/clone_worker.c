@@ -15,17 +15,19 @@
  * the archive holds is restored by pg_restore logged in as the sandbox role,
  * so every restored object belongs to it.
  *
- * Without extensions or event triggers to take care of, pg_dump streams
- * into pg_restore through a pipe.  Otherwise the archive goes
- * to a private directory so that its table of contents can be filtered
- * (restore_list.c); the directory is removed whatever happens.  What is left
+ * Without extensions, event triggers or masking rules to take care of,
+ * pg_dump streams into pg_restore through a pipe.  Otherwise the archive
+ * goes to a private directory so that its table of contents can be
+ * filtered and checked (restore_list.c); the directory is removed whatever
+ * happens.  What is left
  * out or changed on the way is collected in the job's notes, which the
  * 'ready' event records.
  *
  * A data clone of a source with masking rules (masking.c) reads the source
  * in one exported snapshot: pg_dump leaves out the rows of masked and
- * excluded tables, the restore runs section by section, and the masked
- * rows are copied between its data and post-data sections.
+ * excluded tables (and the archive is checked to hold none of them before
+ * anything is restored), the restore runs section by section, and the
+ * masked rows are copied between its data and post-data sections.
  *
  * A copy of a snapshot needs none of that, and takes two clone workers.
  * The first, connected to pgsandbox.database, runs CREATE DATABASE ...
@@ -349,9 +351,9 @@ sbx_run_child(const char *label, char **argv, char **envp, int stdout_fd,
 	sbx_nchildren = 0;
 }
 
-/* pg_dump | pg_restore through a pipe, of one section or all */
+/* pg_dump | pg_restore through a pipe */
 static void
-sbx_stream(char **dump_env, char **restore_env, const char *section, List *extra)
+sbx_stream(char **dump_env, char **restore_env)
 {
 	int			pipefd[2];
 
@@ -360,11 +362,11 @@ sbx_stream(char **dump_env, char **restore_env, const char *section, List *extra
 				(errcode_for_file_access(),
 				 errmsg("could not create pipe: %m")));
 
-	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, section, extra),
+	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, NULL, NIL),
 					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
 	close(pipefd[1]);
-	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL, section),
+	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL, NULL),
 					restore_env, pipefd[0], -1);
 	sbx_nchildren = 2;
 	close(pipefd[0]);
@@ -466,7 +468,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 		StringInfoData left_out;
 
 		initStringInfo(&left_out);
-		sbx_filter_restore_list(toc, list, info, &left_out);
+		sbx_filter_restore_list(toc, list, info, masking, &left_out);
 		if (left_out.len > 0)
 			sbx_note("left out, as only a superuser may own them: %s", left_out.data);
 	}
@@ -506,7 +508,7 @@ sbx_apply_settings(List *settings)
 		return;
 	initStringInfo(&refused);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: applying database settings");
-	sbx_apply_database_settings(sbx_job.name, settings, &refused);
+	sbx_apply_database_settings(sbx_job.name, sbx_job.name, settings, &refused);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (refused.len > 0)
 		sbx_note("database settings left out: %s", refused.data);
@@ -533,29 +535,20 @@ sbx_restore_config_data(const SbxSourceInfo *info)
 }
 
 /*
- * Dump the source into the sandbox, section by section with masking, the
- * masked rows copied between data and post-data.
+ * Dump the source into the sandbox; with masking, through an archive
+ * checked first, section by section, the masked rows copied between data
+ * and post-data.
  */
 static void
 sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *info,
 					 SbxMasking *masking)
 {
-	if (info->extensions != NIL || info->event_triggers != NIL)
+	if (info->extensions != NIL || info->event_triggers != NIL || masking != NULL)
 		sbx_through_archive(dump_env, restore_env, info, masking);
-	else if (masking == NULL)
-	{
-		sbx_phase(SBX_PHASE_RESTORING, -1);
-		sbx_stream(dump_env, restore_env, NULL, NIL);
-	}
 	else
 	{
-		List	   *options = sbx_masking_dump_options(masking);
-
 		sbx_phase(SBX_PHASE_RESTORING, -1);
-		sbx_stream(dump_env, restore_env, "pre-data", options);
-		sbx_stream(dump_env, restore_env, "data", options);
-		sbx_copy_masked_rows(masking);
-		sbx_stream(dump_env, restore_env, "post-data", options);
+		sbx_stream(dump_env, restore_env);
 	}
 }
 

@@ -140,7 +140,9 @@ sbx_copy_config_table(PGconn *conn, const char *source, const SbxConfigRel *rel)
 		return;
 	res = libpqsrv_exec(conn,
 						psprintf("COPY (SELECT %s FROM ONLY %s %s) TO STDOUT",
-								 rel->columns, qualified, rel->condition),
+								 rel->columns,
+								 sbx_remote_quote_qualified(rel->schema, rel->name),
+								 rel->condition),
 						PG_WAIT_EXTENSION);
 	sbx_check_source_result(conn, res, PGRES_COPY_OUT, source, rel);
 	PQclear(res);
@@ -193,7 +195,8 @@ sbx_copy_config_sequence(PGconn *conn, const char *source, const SbxConfigRel *r
 	char	   *sql;
 
 	res = libpqsrv_exec(conn,
-						psprintf("SELECT last_value, is_called FROM %s", qualified),
+						psprintf("SELECT last_value, is_called FROM %s",
+								 sbx_remote_quote_qualified(rel->schema, rel->name)),
 						PG_WAIT_EXTENSION);
 	sbx_check_source_result(conn, res, PGRES_TUPLES_OK, source, rel);
 	if (PQntuples(res) != 1)

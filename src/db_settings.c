@@ -6,11 +6,15 @@
  *
  * Code may rely on settings of its database: search_path, timezone,
  * statement_timeout, an application's own "app.*" variables.  pg_dump does
- * not copy them, so the clone worker does, as superuser, but only those the
- * sandbox role could set for itself (context "user", and placeholders of
- * extensions' settings): a setting that only a superuser may make never
- * reaches a sandbox.  Each is set in a subtransaction, so that one whose
- * value this server refuses is left out rather than failing the clone.
+ * not copy them, so the clone worker does, but only those the sandbox role
+ * could set for itself: each is set with the sandbox role as the current
+ * user, so that PostgreSQL's own checks refuse what that role may not set.
+ * A setting only a superuser may make never reaches a sandbox; nor does a
+ * placeholder (a setting of a library this server has not loaded, or an
+ * application's "app.x"), which only a superuser may store, as it may turn
+ * out to be a superuser's setting once the library loads.  Each is set in
+ * a subtransaction, so that one refused is left out, and named, rather
+ * than failing the clone.
  * Settings for particular roles are not copied: those roles do not exist
  * in the sandbox.
  *
@@ -20,7 +24,9 @@
 
 #include "access/xact.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "pgsandbox.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -46,27 +52,12 @@ sbx_parse_setting(const char *item)
 	return setting;
 }
 
-/* Could any role set this setting for itself? */
+/* Settings that name roles of the source, which the sandbox does not have */
 static bool
-sbx_setting_is_user_level(const char *name)
+sbx_setting_names_role(const char *name)
 {
-	Datum		arg = CStringGetTextDatum(name);
-	Oid			argtype = TEXTOID;
-	bool		user_level;
-	char	   *context;
-
-	/* these name roles of the source, which the sandbox does not have */
-	if (pg_strcasecmp(name, "role") == 0 ||
-		pg_strcasecmp(name, "session_authorization") == 0)
-		return false;
-	if (SPI_execute_with_args("SELECT context FROM pg_catalog.pg_settings WHERE name = $1",
-							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up setting \"%s\"", name);
-	if (SPI_processed == 0)
-		return strchr(name, '.') != NULL;	/* a placeholder */
-	context = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	user_level = (context != NULL && strcmp(context, "user") == 0);
-	return user_level;
+	return pg_strcasecmp(name, "role") == 0 ||
+		pg_strcasecmp(name, "session_authorization") == 0;
 }
 
 /*
@@ -100,16 +91,21 @@ sbx_setting_assignment(const SbxSetting *setting)
 }
 
 /*
- * Set the user-level settings among 'settings' (of SbxSetting) on database
- * dbname, which this process is connected to, in one transaction.  The
- * names of those left out are appended to 'refused', separated by ", ".
+ * Set the settings among 'settings' (of SbxSetting) that role 'rolename',
+ * the owner of database dbname, may set there; this process is connected
+ * to it.  One transaction.  The names of those left out are appended to
+ * 'refused', separated by ", ".
  */
 void
-sbx_apply_database_settings(const char *dbname, List *settings, StringInfo refused)
+sbx_apply_database_settings(const char *dbname, const char *rolename, List *settings,
+							StringInfo refused)
 {
 	ListCell   *lc;
 	MemoryContext cxt;
 	ResourceOwner owner;
+	Oid			save_userid;
+	int			save_sec_context;
+	Oid			roleid;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -117,11 +113,13 @@ sbx_apply_database_settings(const char *dbname, List *settings, StringInfo refus
 	PushActiveSnapshot(GetTransactionSnapshot());
 	cxt = CurrentMemoryContext;
 	owner = CurrentResourceOwner;
+	roleid = get_role_oid(rolename, false);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	foreach(lc, settings)
 	{
 		SbxSetting *setting = lfirst(lc);
 
-		if (!sbx_setting_is_user_level(setting->name))
+		if (sbx_setting_names_role(setting->name))
 		{
 			appendStringInfo(refused, "%s%s", refused->len ? ", " : "", setting->name);
 			continue;
@@ -133,14 +131,18 @@ sbx_apply_database_settings(const char *dbname, List *settings, StringInfo refus
 									   quote_identifier(dbname),
 									   sbx_setting_assignment(setting));
 
+			/* as the sandbox role: what it may not set, it does not get */
+			SetUserIdAndSecContext(roleid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 			if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "could not apply setting \"%s\"", setting->name);
+			SetUserIdAndSecContext(save_userid, save_sec_context);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
 		}
 		PG_CATCH();
 		{
+			SetUserIdAndSecContext(save_userid, save_sec_context);
 			MemoryContextSwitchTo(cxt);
 			FlushErrorState();
 			RollbackAndReleaseCurrentSubTransaction();

@@ -46,7 +46,8 @@
 typedef struct SbxMaskedTable
 {
 	Oid			relid;			/* in the source */
-	char	   *qualified;		/* schema.table, quoted */
+	char	   *qualified;		/* schema.table, quoted where needed */
+	char	   *sql_name;		/* schema.table, quoted for the source */
 	List	   *rules;			/* SbxMaskRule that cover it */
 	char	   *select_list;	/* its columns, masked ones as expressions */
 	char	   *column_list;
@@ -60,10 +61,35 @@ struct SbxMasking
 	char	   *encoding;		/* the source's, in which rows travel */
 	List	   *excluded;		/* exact pg_dump patterns of tables whose
 								 * rows are left out or copied here */
+	List	   *left_out;		/* SbxLeftOut: the same tables, by OID */
 	int			nexcluded;		/* of those, excluded by a pattern */
 	List	   *masked;			/* SbxMaskedTable */
 	int			ncolumns;		/* mask rules */
 };
+
+static char *sbx_exact_pattern(const char *schema, const char *table);
+static char *sbx_table_targets(const SbxMaskedTable *table);
+
+/* a table whose rows pg_dump must not copy, and the rules that say so */
+typedef struct SbxLeftOut
+{
+	Oid			relid;
+	const char *pattern;		/* of exclude_data, or NULL */
+	const SbxMaskedTable *masked;	/* or the masked table */
+} SbxLeftOut;
+
+static void
+sbx_leave_out(SbxMasking *m, Oid relid, const char *schema, const char *table,
+			  const char *pattern, const SbxMaskedTable *masked)
+{
+	SbxLeftOut *entry = palloc(sizeof(SbxLeftOut));
+
+	entry->relid = relid;
+	entry->pattern = pattern;
+	entry->masked = masked;
+	m->left_out = lappend(m->left_out, entry);
+	m->excluded = lappend(m->excluded, sbx_exact_pattern(schema, table));
+}
 
 /* A query of the reader's that must succeed. */
 static PGresult *
@@ -142,9 +168,8 @@ sbx_resolve_exclusions(SbxMasking *m, List *patterns, List **excluded_oids)
 			if (list_member_oid(*excluded_oids, relid))
 				continue;
 			*excluded_oids = lappend_oid(*excluded_oids, relid);
-			m->excluded = lappend(m->excluded,
-								  sbx_exact_pattern(PQgetvalue(res, i, 1),
-													PQgetvalue(res, i, 2)));
+			sbx_leave_out(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+						  pattern, NULL);
 			m->nexcluded++;
 		}
 		PQclear(res);
@@ -270,15 +295,45 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 				table->relid = relid;
 				table->qualified = quote_qualified_identifier(PQgetvalue(res, i, 1),
 															  PQgetvalue(res, i, 2));
+				table->sql_name = sbx_remote_quote_qualified(PQgetvalue(res, i, 1),
+															 PQgetvalue(res, i, 2));
 				m->masked = lappend(m->masked, table);
-				m->excluded = lappend(m->excluded,
-									  sbx_exact_pattern(PQgetvalue(res, i, 1),
-														PQgetvalue(res, i, 2)));
+				sbx_leave_out(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+							  NULL, table);
 			}
 			table->rules = lappend(table->rules, rule);
 		}
 		PQclear(res);
 		m->ncolumns++;
+	}
+}
+
+/*
+ * Before the source sees a rule: one whose author is not a superuser may
+ * use only what mask_expr.c allows, as when it was set.  This is checked
+ * again at each clone, as the author may no longer be a superuser, or
+ * pgsandbox.mask_functions have changed, since.
+ */
+static void
+sbx_check_rules_rights(SbxMasking *m, List *masks)
+{
+	ListCell   *lc;
+
+	foreach(lc, masks)
+	{
+		SbxMaskRule *rule = lfirst(lc);
+		const char *refused;
+
+		if (rule->trusted)
+			continue;
+		refused = sbx_mask_expression_refused(rule->expression);
+		if (refused != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("masking rule \"%s\" of source \"%s\" uses %s, which only a superuser's rule may use",
+							rule->target, m->source, refused),
+					 errdetail("The rule's author is not a superuser, and the rule would run with the rights of the source's login."),
+					 errhint("Set the rule again within those limits, or as a superuser.")));
 	}
 }
 
@@ -338,7 +393,7 @@ sbx_rule_tables_lock(SbxMasking *m, List *masks)
 	{
 		SbxMaskRule *rule = lfirst(lc);
 		const char *params[2] = {rule->schema, rule->table};
-		char	   *qualified = quote_qualified_identifier(rule->schema, rule->table);
+		char	   *qualified = sbx_remote_quote_qualified(rule->schema, rule->table);
 		PGresult   *res;
 		bool		exists;
 		bool		looked_up = false;
@@ -419,8 +474,8 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
 		if (expression)
 			appendStringInfo(&select_list, "(%s)", expression);
 		else
-			appendStringInfoString(&select_list, quote_identifier(column));
-		appendStringInfoString(&column_list, quote_identifier(column));
+			appendStringInfoString(&select_list, sbx_remote_quote_ident(column));
+		appendStringInfoString(&column_list, sbx_remote_quote_ident(column));
 	}
 	PQclear(res);
 	table->select_list = select_list.data;
@@ -446,6 +501,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 
 	m->reader = reader;
 	m->source = source;
+	sbx_check_rules_rights(m, masks);
 
 	/*
 	 * For the session: the expressions see the system's functions first
@@ -501,7 +557,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 		sbx_masked_columns(m, table);
 		/* a partition attached since the lock, too */
 		PQclear(sbx_reader_exec(m, psprintf("LOCK TABLE ONLY %s IN ACCESS SHARE MODE",
-											table->qualified),
+											table->sql_name),
 								0, NULL, PGRES_COMMAND_OK));
 	}
 	return m;
@@ -514,9 +570,37 @@ sbx_masking_dump_options(const SbxMasking *m)
 	List	   *options = list_make1(psprintf("--snapshot=%s", m->snapshot));
 	ListCell   *lc;
 
+	/*
+	 * The names below are the reader's, in the source's encoding: pg_dump
+	 * matches them in that one, whatever the conninfo, or the source's
+	 * database or role settings, say of client_encoding.
+	 */
+	options = lappend(options, psprintf("--encoding=%s", m->encoding));
 	foreach(lc, m->excluded)
 		options = lappend(options, psprintf("--exclude-table-data=%s", (char *) lfirst(lc)));
 	return options;
+}
+
+/*
+ * If pg_dump's archive must not hold the rows of table relid in the
+ * source, the rules that say so, for messages; NULL otherwise.
+ */
+const char *
+sbx_masking_rules_of(const SbxMasking *m, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, m->left_out)
+	{
+		SbxLeftOut *entry = lfirst(lc);
+
+		if (entry->relid != relid)
+			continue;
+		if (entry->masked != NULL)
+			return psprintf("masking rules %s", sbx_table_targets(entry->masked));
+		return psprintf("exclude_data rule \"%s\"", entry->pattern);
+	}
+	return NULL;
 }
 
 /* The targets of a masked table's rules, for messages. */
@@ -580,6 +664,40 @@ sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *
 					 sbx_table_targets(table))));
 }
 
+/*
+ * The masked table is read by name, and its rows are only ever the ones of
+ * the table the rules were resolved against.  The lock taken before the
+ * snapshot keeps the table from being renamed, moved or dropped, but not
+ * its schema from being renamed, and another relation put in its place:
+ * a view, say, with the real values under a column no rule masks.  So the
+ * name must still lead to the same table just before the COPY, and the
+ * COPY itself reads with TABLESAMPLE SYSTEM (100), which reads every row
+ * and stands only on a table or a materialized view (so no view), and
+ * keeps only rows whose tableoid is the table's (so no other table).
+ */
+static void
+sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)
+{
+	char		relid[16];
+	const char *params[2] = {table->sql_name, relid};
+	PGresult   *res;
+	bool		same;
+
+	snprintf(relid, sizeof(relid), "%u", table->relid);
+	res = sbx_reader_exec(m, "SELECT pg_catalog.to_regclass($1) OPERATOR(pg_catalog.=) $2::pg_catalog.oid",
+						  2, params, PGRES_TUPLES_OK);
+	same = !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s of source \"%s\" was replaced during the clone",
+						table->qualified, m->source),
+				 errdetail("Its name now leads to another relation than the one masking rules %s were resolved against.",
+						   sbx_table_targets(table)),
+				 errhint("Clone again once the source's schemas stay put.")));
+}
+
 /* Stream one masked table from the reader into the sandbox. */
 static void
 sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbox)
@@ -588,16 +706,19 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 	bool		copying = false;
 	int64		rows_bytes = 0;
 
+	sbx_check_same_table(m, table);
 	res = libpqsrv_exec_params(m->reader,
-							   psprintf("COPY (SELECT %s FROM ONLY %s) TO STDOUT",
-										table->select_list, table->qualified),
+							   psprintf("COPY (SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
+										" WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
+										" TO STDOUT",
+										table->select_list, table->sql_name, table->relid),
 							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		sbx_masked_read_failed(m, table, res, false);
 	PQclear(res);
 	/* from here on, the source evaluates the expressions over rows */
 	copying = true;
-	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN", table->qualified,
+	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN", table->sql_name,
 										  table->column_list),
 						PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_IN)

@@ -159,6 +159,15 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomStringVariable("pgsandbox.mask_functions",
+							   "Functions that the masking rules of administrators who are not superusers may call, besides pgsandbox's own list.",
+							   "A comma-separated list: a bare name is a function of pg_catalog, schema.name any other. Such a rule runs with the rights of the source's login.",
+							   &sbx_mask_functions_setting,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   sbx_check_mask_functions, NULL, NULL);
+
 	/*
 	 * Only while preloading may a PGC_POSTMASTER setting be defined; loaded
 	 * later, the module only says it is not loaded (sbx_queue_attach).

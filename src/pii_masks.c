@@ -274,7 +274,8 @@ sbx_build_mask(StringInfo buf, const SbxColumn *col, SbxPii kind,
 {
 	SbxTypeClass class = sbx_type_class(col);
 	const SbxPiiInfo *info = &sbx_pii_info[kind];
-	const char *qcol = quote_identifier(col->attname);
+	/* quoted by the source, whose keywords may not be this server's */
+	const char *qcol = col->remote_att;
 	const char *arg = sbx_md5_arg(col, qcol, class);
 
 	*natural = NULL;

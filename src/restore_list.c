@@ -22,6 +22,11 @@
  *	- event triggers and their comments: only a superuser may own one, and
  *	  the sandbox role never can.  These are named in *left_out.
  *
+ * With masking, the archive is checked too: it must hold no rows of a
+ * table that a rule masks or excludes (pg_dump was told to leave them
+ * out).  If it does, whatever the reason, the clone fails before any row
+ * is restored, naming the rules.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -193,7 +198,8 @@ sbx_entry_skipped(const SbxTocLine *entry, const SbxSourceInfo *info,
  */
 void
 sbx_filter_restore_list(const char *from, const char *to,
-						const SbxSourceInfo *info, StringInfo left_out)
+						const SbxSourceInfo *info, const SbxMasking *masking,
+						StringInfo left_out)
 {
 	FILE	   *in;
 	FILE	   *out;
@@ -213,8 +219,23 @@ sbx_filter_restore_list(const char *from, const char *to,
 	{
 		SbxTocLine	entry;
 
-		if (sbx_parse_toc_line(line, &entry) &&
-			sbx_entry_skipped(&entry, info, left_out))
+		if (!sbx_parse_toc_line(line, &entry))
+		{
+			fputs(line, out);
+			continue;
+		}
+		if (masking != NULL && strncmp(entry.rest, "TABLE DATA ", 11) == 0)
+		{
+			const char *rules = sbx_masking_rules_of(masking, entry.oid);
+
+			if (rules != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("the source's archive holds the rows of a table that %s cover",
+								rules),
+						 errdetail("pg_dump was told to leave them out; no row was restored.")));
+		}
+		if (sbx_entry_skipped(&entry, info, left_out))
 			continue;
 		fputs(line, out);
 	}

@@ -143,6 +143,24 @@ sbx_check_expression_syntax(const char *expression)
 				 errdetail("The expression was: %s", expression)));
 }
 
+/*
+ * A rule of an admin who is not a superuser may use only what mask_expr.c
+ * allows: it runs with the rights of the source's login.
+ */
+static void
+sbx_check_rule_rights(const char *expression)
+{
+	const char *refused = sbx_mask_expression_refused(expression);
+
+	if (refused != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("masking expression uses %s, which only a superuser's rule may use",
+						refused),
+				 errdetail("A rule runs with the rights of the source's login. The rule of an administrator who is not a superuser may use the row's columns, constants, operators, casts to system types, CASE, COALESCE, NULLIF, GREATEST, LEAST and the functions pgsandbox allows."),
+				 errhint("A superuser may allow more functions in pgsandbox.mask_functions.")));
+}
+
 /* whether an expression is the NULL constant alone */
 static bool
 sbx_expression_is_null(const char *expression)
@@ -171,6 +189,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		const char *params[3] = {t->schema, t->table, t->column};
 		PGresult   *res;
 		char	   *qualified = quote_qualified_identifier(t->schema, t->table);
+		char	   *sql_name = sbx_remote_quote_qualified(t->schema, t->table);
 		char	   *coltype;
 		char	   *category;
 		char	   *fkey;
@@ -295,7 +314,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 			/* plan it against the table, reading no row */
 			res = libpqsrv_exec_params(conn,
 									   psprintf("SELECT (%s) FROM ONLY %s LIMIT 0",
-												expression, qualified),
+												expression, sql_name),
 									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 			if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			{
@@ -319,7 +338,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 			 */
 			res = libpqsrv_exec_params(conn,
 									   psprintf("SELECT FROM ONLY %s WHERE (%s) IS NULL LIMIT 0",
-												qualified, expression),
+												sql_name, expression),
 									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 			if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			{
@@ -538,8 +557,9 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	char	   *source;
 	char	   *expression;
 	SbxTarget	t;
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[6];
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID};
+	Datum		values[7];
+	NameData	author;
 
 	sbx_require_arg(fcinfo, 0, "source name");
 	sbx_require_arg(fcinfo, 1, "target");
@@ -550,6 +570,9 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	sbx_parse_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &t);
 	expression = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	sbx_check_expression_syntax(expression);
+	/* before the source sees it: planning may evaluate a function */
+	if (!superuser_arg(sbx_caller()))
+		sbx_check_rule_rights(expression);
 
 	SPI_connect();
 	sbx_lock_source(source);
@@ -564,13 +587,17 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	values[3] = CStringGetTextDatum(t.table);
 	values[4] = CStringGetTextDatum(t.column);
 	values[5] = CStringGetTextDatum(expression);
+	/* the author, whose being a superuser lets the rule go unchecked */
+	namestrcpy(&author, GetUserNameFromId(sbx_caller(), false));
+	values[6] = NameGetDatum(&author);
 	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule AS r"
-							  " (source, kind, target, schema_name, table_name, column_name, expression)"
-							  " VALUES ($1, 'mask', $2, $3, $4, $5, $6)"
+							  " (source, kind, target, schema_name, table_name, column_name, expression,"
+							  "  added_by)"
+							  " VALUES ($1, 'mask', $2, $3, $4, $5, $6, $7)"
 							  " ON CONFLICT (source, kind, target) DO UPDATE"
 							  " SET expression = excluded.expression, added_at = pg_catalog.now(),"
-							  "     added_by = session_user",
-							  6, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+							  "     added_by = excluded.added_by",
+							  7, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not set a masking rule of source \"%s\"", source);
 	sbx_rules_changed(source);
 	SPI_finish();
@@ -743,7 +770,8 @@ sbx_if_rules(const char *fragment, const char *otherwise)
 
 /*
  * In a worker transaction: pack the rules of a source for a data clone's
- * job, and its rules_version.  Each rule is its kind ('m' or 'x'), target,
+ * job, and its rules_version.  Each rule is its kind ('m', 'M' for a mask
+ * whose author is a superuser, or 'x'), target,
  * schema, table, column and expression, each ended by a NUL, the empty
  * ones too; an empty kind ends the list.  Returns whether there is a rule.
  */
@@ -764,7 +792,11 @@ sbx_read_rules(const char *source, SbxCloneJob *job)
 	if (SPI_processed == 1)
 		job->rules_version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_spi("SELECT CASE kind WHEN 'mask' THEN 'm' ELSE 'x' END, target,"
+	/* a rule of an author who is a superuser now goes unchecked ('M') */
+	sbx_spi("SELECT CASE WHEN kind <> 'mask' THEN 'x'"
+			"            WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a"
+			"                          WHERE a.rolname = added_by AND a.rolsuper) THEN 'M'"
+			"            ELSE 'm' END, target,"
 			" COALESCE(schema_name, ''), COALESCE(table_name, ''),"
 			" COALESCE(column_name, ''), COALESCE(expression, '')"
 			"  FROM pgsandbox.source_rule WHERE source = $1"
@@ -809,9 +841,11 @@ sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns)
 			field[i] = p;
 			p += strlen(p) + 1;
 		}
-		if (field[0][0] == 'm')
+		if (field[0][0] == 'm' || field[0][0] == 'M')
 		{
 			SbxMaskRule *rule = palloc(sizeof(SbxMaskRule));
+
+			rule->trusted = (field[0][0] == 'M');
 
 			rule->target = pstrdup(field[1]);
 			rule->schema = pstrdup(field[2]);

@@ -267,3 +267,32 @@ sbx_remote_value(PGconn *conn, const char *query, const char *what)
 	PQclear(res);
 	return result;
 }
+
+/*
+ * A name quoted for a statement sent to another server, always: whether a
+ * bare name is read as a keyword there depends on that server's version
+ * (system_user is one from PostgreSQL 16), not this one's.
+ */
+char *
+sbx_remote_quote_ident(const char *name)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '"');
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(&buf, '"');
+		appendStringInfoChar(&buf, *p);
+	}
+	appendStringInfoChar(&buf, '"');
+	return buf.data;
+}
+
+/* schema.name, each quoted as sbx_remote_quote_ident quotes it */
+char *
+sbx_remote_quote_qualified(const char *schema, const char *name)
+{
+	return psprintf("%s.%s", sbx_remote_quote_ident(schema), sbx_remote_quote_ident(name));
+}

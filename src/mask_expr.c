@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * mask_expr.c
+ *	  What the masking expression of a rule whose author is not a superuser
+ *	  may contain.
+ *
+ * A rule's expression is evaluated row by row on the source, over the
+ * clone's reader connection, which logs in as whatever role the source's
+ * conninfo names: often a superuser, since a superuser may add a source
+ * as 'dbname=app'.  An administrator who is not a superuser must not
+ * borrow those rights through a rule: reading pg_authid or server files,
+ * calling a function with side effects, or learning who the reader is.
+ *
+ * So such a rule is checked here, on its raw parse tree, before it is sent
+ * anywhere: when mask() sets it, and again in the clone worker before each
+ * data clone reads a row (the settings below, or its author's being a
+ * superuser, may have changed since).  It may hold only
+ *
+ *	- references to the row's columns, constants and parameters-free
+ *	  literals;
+ *	- operators not qualified by a schema other than pg_catalog, AND, OR,
+ *	  NOT, IS [NOT] NULL, IS [NOT] TRUE and the like, [NOT] IN, LIKE,
+ *	  BETWEEN, CASE, COALESCE, NULLIF, GREATEST, LEAST, ROW(), ARRAY[],
+ *	  subscripts, COLLATE, CURRENT_DATE and the other clock values;
+ *	- casts to types named without a schema, or in pg_catalog;
+ *	- calls of the functions of sbx_mask_functions below (functions of
+ *	  pg_catalog that compute a value from their arguments and nothing
+ *	  else), of those a superuser lists in pgsandbox.mask_functions, and
+ *	  current_setting('pgsandbox_mask.key'), the masking key.
+ *
+ * Everything else is refused: subqueries, aggregates and window calls,
+ * current_user and the other session values, any other function.  The
+ * reader's search_path is pg_catalog alone, so a name without a schema is
+ * pg_catalog's; the functions and operators of pg_catalog belong to the
+ * bootstrap superuser, and only a superuser can change them.
+ *
+ * A superuser's rules are not checked: they run with the reader's rights,
+ * as the superuser who wrote them chose.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/varlena.h"
+
+/* pgsandbox.mask_functions: more functions a rule of any admin may call */
+char	   *sbx_mask_functions_setting = NULL;
+
+/*
+ * Functions of pg_catalog that compute their result from their arguments
+ * alone (the clock and random ones aside), by the names a rule calls them
+ * or the parser calls them for SQL syntax (SUBSTRING, TRIM, EXTRACT, AT
+ * TIME ZONE, OVERLAY, POSITION, SIMILAR TO).  Sorted.
+ */
+static const char *const sbx_mask_functions[] = {
+	"abs", "age", "array_fill", "array_length", "array_position", "array_remove",
+	"array_replace", "array_to_string", "ascii", "bit_length", "btrim",
+	"cardinality", "ceil", "ceiling", "char_length", "character_length", "chr",
+	"concat", "concat_ws", "date_bin", "date_part", "date_trunc", "decode", "div",
+	"encode", "extract", "floor", "format", "gcd", "gen_random_uuid", "host",
+	"initcap", "is_normalized", "isfinite", "json_build_array",
+	"json_build_object", "json_strip_nulls", "json_typeof", "jsonb_build_array",
+	"jsonb_build_object", "jsonb_insert", "jsonb_pretty", "jsonb_set",
+	"jsonb_set_lax", "jsonb_strip_nulls", "jsonb_typeof", "justify_days",
+	"justify_hours", "justify_interval", "lcm", "left", "length", "lower", "lpad",
+	"ltrim", "make_date", "make_interval", "make_time", "make_timestamp",
+	"make_timestamptz", "masklen", "md5", "mod", "netmask", "network", "normalize",
+	"num_nonnulls", "num_nulls", "octet_length", "overlay", "position", "power",
+	"quote_literal", "quote_nullable", "random", "regexp_count", "regexp_instr",
+	"regexp_like", "regexp_match", "regexp_replace", "regexp_substr", "repeat",
+	"replace", "reverse", "right", "round", "rpad", "rtrim", "set_masklen",
+	"sha224", "sha256", "sha384", "sha512", "sign", "similar_to_escape",
+	"split_part", "sqrt", "starts_with", "string_to_array", "strpos", "substr",
+	"substring", "timezone", "to_char", "to_date", "to_hex", "to_json", "to_jsonb",
+	"to_number", "to_timestamp", "translate", "trunc", "upper", "width_bucket"
+};
+
+typedef struct SbxExprCheck
+{
+	List	   *extra;			/* pgsandbox.mask_functions, split */
+	char	   *refused;		/* what is refused, for the message */
+} SbxExprCheck;
+
+static int
+sbx_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* A dotted name (of a function, operator or type) for messages. */
+static char *
+sbx_dotted_name(List *names)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, names)
+	{
+		Node	   *part = lfirst(lc);
+
+		if (buf.len > 0)
+			appendStringInfoChar(&buf, '.');
+		appendStringInfoString(&buf, IsA(part, String) ? strVal(part) : "*");
+	}
+	return buf.data;
+}
+
+/* Is a name unqualified, or qualified by pg_catalog? */
+static bool
+sbx_name_in_catalog(List *names)
+{
+	if (list_length(names) == 1)
+		return true;
+	return list_length(names) == 2 && IsA(linitial(names), String) &&
+		strcmp(strVal(linitial(names)), "pg_catalog") == 0;
+}
+
+/* May a rule call this function? */
+static bool
+sbx_function_allowed(FuncCall *call, SbxExprCheck *check)
+{
+	char	   *name = strVal(llast(call->funcname));
+	char	   *dotted = sbx_dotted_name(call->funcname);
+	ListCell   *lc;
+
+	if (call->agg_order != NIL || call->agg_filter != NULL || call->over != NULL ||
+		call->agg_star || call->agg_distinct || call->agg_within_group)
+		return false;
+
+	/* the masking key, and no other setting */
+	if (sbx_name_in_catalog(call->funcname) && strcmp(name, "current_setting") == 0)
+	{
+		Node	   *arg = list_length(call->args) == 1 ? linitial(call->args) : NULL;
+
+		A_Const    *value;
+
+		if (arg == NULL || !IsA(arg, A_Const))
+			return false;
+		value = (A_Const *) arg;
+		return !value->isnull && nodeTag(&value->val) == T_String &&
+			strcmp(value->val.sval.sval, SBX_MASK_KEY_SETTING) == 0;
+	}
+	if (sbx_name_in_catalog(call->funcname) &&
+		bsearch(&name, sbx_mask_functions, lengthof(sbx_mask_functions),
+				sizeof(char *), sbx_name_cmp) != NULL)
+		return true;
+
+	/* a bare name listed is pg_catalog's; a qualified one is taken as it is */
+	foreach(lc, check->extra)
+	{
+		const char *listed = lfirst(lc);
+
+		if (strchr(listed, '.') == NULL ?
+			(sbx_name_in_catalog(call->funcname) && strcmp(listed, name) == 0) :
+			strcmp(listed, dotted) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool
+sbx_check_expr_walker(Node *node, SbxExprCheck *check)
+{
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_List:
+		case T_String:			/* a field name in an indirection */
+		case T_A_Const:
+		case T_A_ArrayExpr:
+		case T_A_Indices:
+		case T_A_Indirection:
+		case T_BoolExpr:
+		case T_BooleanTest:
+		case T_CaseExpr:
+		case T_CaseWhen:
+		case T_CoalesceExpr:
+		case T_CollateClause:
+		case T_MinMaxExpr:
+		case T_NamedArgExpr:
+		case T_NullTest:
+		case T_RowExpr:
+			break;
+
+		case T_ColumnRef:
+			{
+				ListCell   *lc;
+
+				foreach(lc, ((ColumnRef *) node)->fields)
+				{
+					if (!IsA(lfirst(lc), String))
+					{
+						check->refused = "*";
+						return true;
+					}
+				}
+			}
+			break;
+
+		case T_A_Expr:
+			{
+				A_Expr	   *expr = (A_Expr *) node;
+
+				if (!sbx_name_in_catalog(expr->name))
+				{
+					check->refused = psprintf("operator %s", sbx_dotted_name(expr->name));
+					return true;
+				}
+			}
+			break;
+
+		case T_TypeCast:
+			{
+				TypeName   *type = ((TypeCast *) node)->typeName;
+
+				if (type->pct_type || type->setof || !sbx_name_in_catalog(type->names))
+				{
+					check->refused = psprintf("type %s", sbx_dotted_name(type->names));
+					return true;
+				}
+			}
+			break;
+
+		case T_TypeName:
+			break;				/* checked with its cast */
+
+		case T_SQLValueFunction:
+			switch (((SQLValueFunction *) node)->op)
+			{
+				case SVFOP_CURRENT_DATE:
+				case SVFOP_CURRENT_TIME:
+				case SVFOP_CURRENT_TIME_N:
+				case SVFOP_CURRENT_TIMESTAMP:
+				case SVFOP_CURRENT_TIMESTAMP_N:
+				case SVFOP_LOCALTIME:
+				case SVFOP_LOCALTIME_N:
+				case SVFOP_LOCALTIMESTAMP:
+				case SVFOP_LOCALTIMESTAMP_N:
+					break;
+				default:
+					check->refused = "the session's identity or database";
+					return true;
+			}
+			break;
+
+		case T_FuncCall:
+			if (!sbx_function_allowed((FuncCall *) node, check))
+			{
+				check->refused = psprintf("function %s",
+										  sbx_dotted_name(((FuncCall *) node)->funcname));
+				return true;
+			}
+			break;
+
+		case T_SubLink:
+			check->refused = "a subquery";
+			return true;
+
+		case T_ParamRef:
+			check->refused = "a parameter";
+			return true;
+
+		default:
+			check->refused = "this kind of expression";
+			return true;
+	}
+	return raw_expression_tree_walker(node, sbx_check_expr_walker, check);
+}
+
+/*
+ * What in a rule's expression only a superuser's rule may use, or NULL if
+ * nothing: as "function x", "a subquery" and the like.  An expression that
+ * does not parse as one is reported so too (mask() refuses it before).
+ */
+const char *
+sbx_mask_expression_refused(const char *expression)
+{
+	SbxExprCheck check;
+	List	   *stmts;
+	SelectStmt *select;
+	char	   *setting;
+
+	memset(&check, 0, sizeof(check));
+	setting = pstrdup(sbx_mask_functions_setting ? sbx_mask_functions_setting : "");
+	if (!SplitIdentifierString(setting, ',', &check.extra))
+		check.extra = NIL;		/* the setting's check hook refuses it */
+
+	stmts = raw_parser(psprintf("SELECT (%s)", expression), RAW_PARSE_DEFAULT);
+	if (list_length(stmts) != 1 ||
+		!IsA(((RawStmt *) linitial(stmts))->stmt, SelectStmt))
+		return "more than one expression";
+	select = (SelectStmt *) ((RawStmt *) linitial(stmts))->stmt;
+	if (list_length(select->targetList) != 1 || select->fromClause != NIL ||
+		select->whereClause != NULL || select->withClause != NULL ||
+		select->op != SETOP_NONE)
+		return "more than one expression";
+	if (sbx_check_expr_walker(((ResTarget *) linitial(select->targetList))->val, &check))
+		return check.refused;
+	return NULL;
+}
+
+/* Check hook of pgsandbox.mask_functions: a list of (qualified) names. */
+bool
+sbx_check_mask_functions(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval);
+	List	   *names;
+
+	if (!SplitIdentifierString(copy, ',', &names))
+	{
+		GUC_check_errdetail("List syntax is invalid.");
+		return false;
+	}
+	return true;
+}
