@@ -160,8 +160,24 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 }
 
 /*
+ * The order in which the server reads pg_hba.conf's rules: from
+ * PostgreSQL 16, included files make line numbers ambiguous.
+ */
+#if PG_VERSION_NUM >= 160000
+#define SBX_HBA_ORDER	"rule_number"
+#else
+#define SBX_HBA_ORDER	"line_number"
+#endif
+
+/*
  * pg_hba.conf lines that let sandbox roles in without a password, or that
  * could not be read.
+ *
+ * The server reads pg_hba.conf top down, and the first line that matches
+ * a connection decides: a "trust" line that could match a sandbox role is
+ * harmless when an earlier line already matches every sandbox role (all
+ * users, or the sandbox group) for the same connections, in every
+ * database it names, and asks for a password or rejects them.
  */
 static void
 sbx_check_hba(SbxDoctor *d)
@@ -170,13 +186,24 @@ sbx_check_hba(SbxDoctor *d)
 
 	initStringInfo(&found);
 	SPI_connect();
-	if (SPI_execute("SELECT line_number, type, auth_method, error"
-					"  FROM pg_catalog.pg_hba_file_rules"
-					" WHERE error IS NOT NULL"
-					"    OR (auth_method IN ('trust')"
-					"        AND (user_name && ARRAY['all', '+" SBX_SANDBOX_GROUP "']"
-					"             OR EXISTS (SELECT 1 FROM unnest(user_name) u WHERE u LIKE 'sbx\\_%')))"
-					" ORDER BY line_number", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT r.line_number, r.type, r.auth_method, r.error"
+					"  FROM pg_catalog.pg_hba_file_rules r"
+					" WHERE r.error IS NOT NULL"
+					"    OR (r.auth_method IN ('trust')"
+					"        AND (r.user_name && ARRAY['all', '+" SBX_SANDBOX_GROUP "']"
+					"             OR EXISTS (SELECT 1 FROM unnest(r.user_name) u WHERE u LIKE 'sbx\\_%'))"
+					"        AND NOT EXISTS ("
+					"          SELECT 1 FROM pg_catalog.pg_hba_file_rules e"
+					"           WHERE e." SBX_HBA_ORDER " < r." SBX_HBA_ORDER " AND e.error IS NULL"
+					"             AND e.auth_method IN ('scram-sha-256', 'md5', 'password', 'reject')"
+					"             AND e.user_name && ARRAY['all', '+" SBX_SANDBOX_GROUP "']"
+					"             AND (e.database = ARRAY['all'] OR e.database @> r.database)"
+					"             AND (e.type = r.type"
+					"                  OR (e.type = 'host' AND r.type <> 'local'))"
+					"             AND (e.type = 'local' OR e.address = 'all'"
+					"                  OR (e.address IS NOT DISTINCT FROM r.address"
+					"                      AND e.netmask IS NOT DISTINCT FROM r.netmask))))"
+					" ORDER BY r.line_number", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pg_hba_file_rules");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -206,6 +206,25 @@ for my $case (
 	is($d->{$hba_check}{ok}, $bad ? 'false' : 'true', "pg_hba.conf line '$line': " . ($bad ? 'flagged' : 'not flagged'));
 	like($d->{$hba_check}{detail}, qr/^line 2 /, '... naming line 2') if $bad;
 }
+
+# pg_hba.conf is read top down: the first line that matches decides
+for my $case (
+	[ [ 'local all +pgsandbox_sandbox scram-sha-256', 'local all all trust' ], 0 ],
+	[ [ 'local all all trust', 'local all +pgsandbox_sandbox scram-sha-256' ], 1 ],
+	[ [ 'local all all md5', 'local all +pgsandbox_sandbox trust' ], 0 ],
+	[ [ 'local all +pgsandbox_sandbox reject', 'local all all trust' ], 0 ],
+	[ [ 'local src +pgsandbox_sandbox scram-sha-256', 'local all all trust' ], 1 ],
+	[ [ 'local all +pgsandbox_sandbox scram-sha-256', 'host all all 127.0.0.1/32 trust' ], 1 ],
+	[ [ 'host all all 0.0.0.0/0 scram-sha-256', 'host all all 127.0.0.1/32 trust' ], 1 ],
+	[ [ 'host all all 127.0.0.1/32 scram-sha-256', 'host all all 127.0.0.1/32 trust' ], 0 ],
+	[ [ 'local all +pgsandbox_sandbox peer', 'local all all trust' ], 1 ])
+{
+	my ($lines, $bad) = @$case;
+	write_hba($good_hba[0], @$lines, $good_hba[1]);
+	$d = doctor();
+	is($d->{$hba_check}{ok}, $bad ? 'false' : 'true',
+		"pg_hba.conf '" . join(' / ', @$lines) . "': " . ($bad ? 'flagged' : 'not flagged'));
+}
 write_hba(@good_hba);
 
 # ---------------------------------------------------------------------------
