@@ -515,6 +515,9 @@ extern void sbx_filter_restore_list(const char *from, const char *to,
 									const struct SbxMasking *masking,
 									StringInfo left_out);
 
+/* what the sandbox role may do with its extensions (extension_access.c) */
+extern void sbx_grant_extension_use(const char *rolename);
+
 /* the source database's settings on the sandbox (db_settings.c) */
 extern SbxSetting *sbx_parse_setting(const char *item);
 extern void sbx_apply_database_settings(const char *dbname, const char *rolename,

@@ -231,6 +231,8 @@ sbx_create_extensions(List *extensions)
 		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not create extension \"%s\"", ext->name);
 	}
+	/* what the sandbox role needs to use them (extension_access.c) */
+	sbx_grant_extension_use(sbx_job.name);
 
 	SPI_finish();
 	PopActiveSnapshot();
@@ -656,6 +658,8 @@ sbx_adopt_copy(void)
 	sql = psprintf("DROP OWNED BY %s", from);
 	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop the snapshot role's privileges");
+	/* which took its grants on the extensions' objects too */
+	sbx_grant_extension_use(sbx_job.name);
 	sql = psprintf("SELECT pg_catalog.unnest(setconfig) FROM pg_catalog.pg_db_role_setting"
 				   " WHERE setdatabase = %u AND setrole = 0", sbx_job.snapshot_dboid);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)

@@ -144,6 +144,10 @@ is( in_sandbox($conninfo,
 is( in_sandbox($conninfo,
 		"SELECT pg_get_userbyid(relowner) = current_user FROM pg_class WHERE oid = 'spatial_ref_sys'::regclass"),
 	'f', '(b) spatial_ref_sys stays the extension\'s, not the sandbox role\'s');
+is( in_sandbox($conninfo, q{INSERT INTO spatial_ref_sys (srid, auth_name, auth_srid, srtext, proj4text)
+	SELECT 910002, 'sandbox', 910002, srtext, proj4text FROM spatial_ref_sys WHERE srid = 3857;
+	SELECT count(*) FROM spatial_ref_sys WHERE srid = 910002}),
+	'1', '(b) the sandbox role may add an SRID of its own, as the source\'s owner could');
 
 add_source('partman');
 $node->safe_psql('partman', q{
@@ -155,10 +159,35 @@ INSERT INTO public.events SELECT g, now() - (g % 3) * interval '1 day', 'x' FROM
 });
 ($name, $conninfo) = clone_ok('partman', '(b) pg_partman');
 is(in_sandbox($conninfo, 'SELECT count(*) FROM public.events'), '100', '(b) pg_partman: every row');
-# (the table is the extension's: only a superuser reads it, there as here)
-is( $node->safe_psql($name, 'SELECT parent_table || \' \' || partition_interval FROM partman.part_config'),
+is( in_sandbox($conninfo, 'SELECT parent_table || \' \' || partition_interval FROM partman.part_config'),
 	$node->safe_psql('partman', 'SELECT parent_table || \' \' || partition_interval FROM partman.part_config'),
-	'(b) pg_partman: its configuration rows arrive');
+	'(b) pg_partman: its configuration rows arrive, and the sandbox role reads them');
+my $show = q{SELECT string_agg(partition_tablename, ',' ORDER BY partition_tablename)
+	FROM partman.show_partitions('public.events')};
+is(in_sandbox($conninfo, $show), $node->safe_psql('partman', $show),
+	'(b) pg_partman: show_partitions() runs as the sandbox role, and answers as in the source');
+# maintenance as the sandbox role: one more day ahead makes one more partition
+in_sandbox($conninfo, q{UPDATE partman.part_config SET premake = premake + 1 WHERE parent_table = 'public.events';
+	SELECT partman.run_maintenance('public.events')});
+is( in_sandbox($conninfo, q{SELECT count(*) FROM partman.show_partitions('public.events')}),
+	$node->safe_psql('partman', q{SELECT count(*) + 1 FROM partman.show_partitions('public.events')}),
+	'(b) pg_partman: run_maintenance() runs as the sandbox role and makes the partition ahead');
+is( in_sandbox($conninfo, q{SELECT count(*) FROM pg_tables WHERE tablename LIKE 'events_p%' AND tableowner <> current_user}),
+	'0', '(b) pg_partman: every partition belongs to the sandbox role');
+# a copy of a snapshot of it: the copy's role gets the same
+$node->safe_psql('postgres', "SELECT pgsandbox.snapshot('partman')");
+my ($copy_name, $copy_conninfo) = clone_ok('partman', '(b) pg_partman, from a snapshot');
+is($node->safe_psql('postgres', "SELECT method FROM pgsandbox.sandbox WHERE name = '$copy_name'"), 'snapshot',
+	'(b) pg_partman: the clone is a copy of the snapshot');
+is(in_sandbox($copy_conninfo, $show), $node->safe_psql('partman', $show),
+	'(b) pg_partman: show_partitions() runs as the copy\'s role too');
+$node->safe_psql('postgres', "SELECT pgsandbox.drop_snapshot('partman')");
+# but nothing of pg_catalog
+my ($ret_pc, $out_pc, $err_pc) = sandbox_psql($node, $conninfo,
+	q{CREATE OR REPLACE FUNCTION pg_catalog.lower(text) RETURNS text LANGUAGE sql AS 'SELECT $1'});
+like($err_pc, qr/permission denied/, '(b) a function of pg_catalog stays out of the sandbox role\'s reach');
+($ret_pc, $out_pc, $err_pc) = sandbox_psql($node, $conninfo, q{UPDATE pg_catalog.pg_extension SET extversion = 'x'});
+like($err_pc, qr/permission denied/, '(b) so does a catalog');
 
 add_source('orafce');
 $node->safe_psql('orafce', q{
@@ -173,6 +202,12 @@ is( in_sandbox($conninfo, 'SELECT count(*), max(oracle.add_months(d, 1)) FROM o'
 	'(b) orafce: every row, and its functions work');
 is(in_sandbox($conninfo, 'SELECT dirname FROM utl_file.utl_file_dir'), 'TMPDIR',
 	'(b) orafce: its configuration rows arrive');
+# orafce's directory list says where its UTL_FILE functions write with the
+# server's rights: the sandbox role may read it, never change it
+my ($ret_o, $out_o, $err_o) = sandbox_psql($node, $conninfo,
+	q{INSERT INTO utl_file.utl_file_dir (dir, dirname) VALUES ('/', 'ROOT')});
+like($err_o, qr/permission denied for table utl_file_dir/,
+	'(b) orafce: the sandbox role may not add a directory for UTL_FILE');
 
 # ---------------------------------------------------------------------------
 # (c) superuser-only objects
@@ -218,14 +253,15 @@ $node->safe_psql('settings', 'CREATE SCHEMA app; CREATE TABLE app.t (id int); IN
 ($name, $conninfo) = clone_ok('settings', '(d) a source with database settings');
 is( in_sandbox($conninfo,
 		"SELECT current_setting('search_path') || '|' || current_setting('timezone') || '|'"
-		  . " || current_setting('statement_timeout') || '|' || current_setting('app.tenant')"),
-	'app, public|Asia/Tokyo|5min|acme', '(d) the sandbox role\'s session has the source database\'s settings');
+		  . " || current_setting('statement_timeout') || '|' || coalesce(current_setting('app.tenant', true), 'unset')"),
+	'app, public|Asia/Tokyo|5min|unset',
+	'(d) the sandbox role\'s session has the source database\'s settings, but no placeholder (only a superuser may store one)');
 is(in_sandbox($conninfo, 'SELECT id FROM t'), '7', '(d) unqualified names resolve through the search_path');
 is(in_sandbox($conninfo, "SELECT current_setting('log_min_duration_statement')"), '-1',
 	'(d) a superuser-only setting is not set');
 is(in_sandbox($conninfo, "SELECT current_setting('work_mem')"), '4MB', '(d) nor one of a particular role');
-like(ready_detail($name), qr/database settings left out: log_min_duration_statement/,
-	'(d) the ready event names the setting left out');
+like(ready_detail($name), qr/database settings left out: app\.tenant, log_min_duration_statement/,
+	'(d) the ready event names the settings left out');
 
 # ---------------------------------------------------------------------------
 # (e) encoding and locale
