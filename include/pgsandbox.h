@@ -66,6 +66,8 @@ extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
 extern void sbx_check_database(void);
 extern bool sbx_catalog_has_kinds(void);
 extern const char *sbx_if_kinds(const char *fragment);
+extern bool sbx_catalog_has_generations(void);
+extern const char *sbx_same_source(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);
@@ -186,6 +188,7 @@ typedef struct SbxCloneJob
 	char		name[NAMEDATALEN];	/* database and role */
 	char		password[SBX_PASSWORD_LEN + 1];
 	char		source[NAMEDATALEN];
+	int64		source_generation;	/* of the source read for conninfo */
 	char		conninfo[SBX_CONNINFO_MAX];
 	bool		require_password;	/* source added by a non-superuser */
 	bool		schema_only;

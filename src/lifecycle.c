@@ -87,8 +87,9 @@ sbx_progress_database(int j, Oid dboid, int64 base)
 
 /*
  * In a worker transaction: the source, checked again for a clone, as it may
- * have changed since the call.  Fills job->conninfo and
- * job->require_password.
+ * have changed since the call.  Fills job->conninfo, job->require_password
+ * and job->source_generation (0 before the catalog has generations), all
+ * read at once.
  */
 void
 sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only,
@@ -99,7 +100,9 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 
 	if (!sbx_may_clone(by->role, by->is_admin, source))
 		sbx_report_source_denied(source, by->is_admin);
-	sbx_spi("SELECT conninfo, allow_data, require_password FROM pgsandbox.source WHERE name = $1",
+	sbx_spi(psprintf("SELECT conninfo, allow_data, require_password, %s"
+					 "  FROM pgsandbox.source WHERE name = $1",
+					 sbx_catalog_has_generations() ? "generation" : "0::bigint"),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		sbx_report_source_denied(source, by->is_admin);
@@ -110,6 +113,8 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 	strlcpy(job->conninfo, sbx_spi_text(0, 1), sizeof(job->conninfo));
 	job->require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull));
+	job->source_generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 4, &isnull));
 }
 
 /*
@@ -249,6 +254,18 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	}
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
+	/* the source's generation, read with its conninfo (sbx_same_source) */
+	if (sbx_catalog_has_generations())
+	{
+		char		id[32];
+		char		generation[32];
+		const char *genargs[2] = {id, generation};
+
+		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
+		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, genargs);
+	}
 	if (spec->kind == SBX_KIND_SNAPSHOT)
 		sbx_log_event(job->name, "clone", by->name,
 					  psprintf("snapshot of source \"%s\", %s", spec->source, what));

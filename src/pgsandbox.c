@@ -295,6 +295,33 @@ sbx_catalog_has_kinds(void)
 	return OidIsValid(rel) && get_attnum(rel, "kind") != InvalidAttrNumber;
 }
 
+/*
+ * Whether sources have generations (the catalog is at least version 0.5's).
+ * Needs a transaction.
+ */
+bool
+sbx_catalog_has_generations(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("source", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "generation") != InvalidAttrNumber;
+}
+
+/*
+ * A condition, in SQL, that snapshot or pool member s was made of source o
+ * as it is now, not of an earlier source of the same name: of the same
+ * generation.  A source removed and added again, even in one transaction
+ * while a snapshot of the old one was being built, is a new one.  Before
+ * the catalog has generations, the times it was added and s made.
+ */
+const char *
+sbx_same_source(void)
+{
+	return sbx_catalog_has_generations() ? "o.generation = s.source_generation"
+		: "o.added_at <= s.created_at";
+}
+
 /* a fragment of SQL that needs the 0.3 catalog, or "" before it */
 const char *
 sbx_if_kinds(const char *fragment)

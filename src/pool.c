@@ -27,13 +27,13 @@
 
 /*
  * The current snapshot of each source and kind, as a SQL common table: the
- * newest ready one not retired, made since its source was added (a source
- * removed and added again is a new one).
+ * newest ready one not retired, made of its source as it is (a source
+ * removed and added again is a new one: sbx_same_source).
  */
 #define SBX_CURRENT_SNAPSHOTS \
 	"current_snapshot AS (" \
 	" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s" \
-	"   JOIN pgsandbox.source o ON o.name = s.source AND o.added_at <= s.created_at" \
+	"   JOIN pgsandbox.source o ON o.name = s.source AND %s" \
 	"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s" \
 	"  GROUP BY s.source, s.schema_only)"
 
@@ -68,7 +68,7 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 					 "    AND c.schema_only = s.schema_only AND c.id = s.snapshot_id"
 					 "  WHERE s.kind = 'pool' AND s.status = 'ready'"
 					 "    AND s.source = $1 AND s.schema_only = $2::boolean"
-					 "  ORDER BY s.id LIMIT 1", sbx_snapshot_rules_current()),
+					 "  ORDER BY s.id LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
 			SPI_OK_SELECT, 2, args);
 	if (SPI_processed == 0)
 	{
@@ -143,7 +143,7 @@ sbx_pool_drop_one_stale(void)
 				"   FROM member"
 				"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
 				"     OR rank > pool_size"
-				"  ORDER BY id", sbx_snapshot_rules_current()),
+				"  ORDER BY id", sbx_same_source(), sbx_snapshot_rules_current()),
 			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
@@ -187,7 +187,7 @@ sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
 				"                       AND NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
 				"                                        WHERE e.sandbox = s.name"
 				"                                          AND e.action = 'cleanup'))"
-				"  ORDER BY p.source, p.schema_only LIMIT 1", sbx_snapshot_rules_current()),
+				"  ORDER BY p.source, p.schema_only LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
 			SPI_OK_SELECT, 0, NULL);
 	found = (SPI_processed == 1);
 	if (found)

@@ -90,8 +90,8 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 					 " WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL"
 					 "   AND s.source = $1 AND s.schema_only = $2::boolean"
 					 "   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
-					 "                WHERE o.name = s.source AND o.added_at <= s.created_at%s)"
-					 " ORDER BY s.id DESC LIMIT 1", sbx_snapshot_rules_current()),
+					 "                WHERE o.name = s.source AND %s%s)"
+					 " ORDER BY s.id DESC LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
 			SPI_OK_SELECT, 2, args);
 	found = (SPI_processed == 1);
 	if (found)
@@ -306,10 +306,11 @@ sbx_drop_one_retired(void)
 					 "                  ELSE 'snapshot taken before the source''s rules changed' END"
 					 "  FROM pgsandbox.sandbox s"
 					 "  LEFT JOIN pgsandbox.source o"
-					 "    ON o.name = s.source AND o.added_at <= s.created_at"
+					 "    ON o.name = s.source AND %s"
 					 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
 					 "   AND (s.retired_at IS NOT NULL OR o.name IS NULL%s)"
 					 " ORDER BY s.id",
+					 sbx_same_source(),
 					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")),
 			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);

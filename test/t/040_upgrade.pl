@@ -112,12 +112,26 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is($rc, 0, "from $from: a sandbox is made before the update") or diag $err;
 	my ($old, $old_conninfo) = split / /, $out, 2;
 	my $kept = $node->safe_psql('postgres', 'SELECT pgsandbox.clone(\'shop\')');
+	# a snapshot taken before the update (from 0.3 on)
+	my $old_snapshot;
+	if ($from ge '0.3')
+	{
+		$node->safe_psql('postgres', "SELECT pgsandbox.snapshot('shop', schema_only => true)");
+		$old_snapshot = $node->safe_psql('postgres', "SELECT max(id) FROM pgsandbox.sandbox WHERE kind = 'snapshot'");
+	}
 
 	$node->safe_psql('postgres', 'ALTER EXTENSION pgsandbox UPDATE');
 	is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'pgsandbox'"),
 		$current, "from $from: ALTER EXTENSION UPDATE reaches $current");
 	is_deeply(facts($node), $fresh_facts,
 		"from $from: every object matches a fresh install of $current");
+
+	if (defined $old_snapshot)
+	{
+		my $from_old = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('shop')");
+		is($node->safe_psql('postgres', "SELECT snapshot_id FROM pgsandbox.sandbox WHERE name = '$from_old'"),
+			$old_snapshot, "from $from: the snapshot taken before the update still serves clones");
+	}
 
 	# the sandbox made before the update still works
 	my (undef, $rows) = sandbox_psql($node, $old_conninfo // '', 'SELECT count(*) FROM item');
@@ -144,13 +158,14 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is($rows . ' ' . $node->safe_psql('postgres', "SELECT masked FROM pgsandbox.sandboxes WHERE name = '$masked'"),
 		'n1,n2,n3 t', "from $from: and a masked clone after the update has masked rows");
 
-	# a dump of the admin database now keeps the grants, the snapshot plans
-	# and the rules too
+	# a dump of the admin database now keeps the grants, the snapshot plans,
+	# the rules and the sources' generations too
 	my $dump = $node->safe_psql('postgres', q{
 SELECT string_agg(x::regclass::text, ',' ORDER BY 1) FROM pg_extension, unnest(extconfig) x
  WHERE extname = 'pgsandbox'});
-	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan,pgsandbox.source_rule',
-		"from $from: the sources, their grants, snapshot plans and rules are kept by pg_dump");
+	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan,pgsandbox.source_rule,'
+		  . 'pgsandbox.source_generation',
+		"from $from: the sources, their grants, snapshot plans, rules and generations are kept by pg_dump");
 	$node->stop;
 }
 
