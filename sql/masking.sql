@@ -218,10 +218,15 @@ CREATE DATABASE regress_sbx_suggest;
 \c contrib_regression
 SELECT pgsandbox.add_source('suggest', 'dbname=regress_sbx_suggest', allow_data => true);
 SELECT * FROM pgsandbox.suggest_masks('suggest');
--- every suggestion is accepted by mask()
+-- every suggestion is accepted by mask(), from an admin who is not a
+-- superuser too
+CREATE ROLE regress_mask_admin2 IN ROLE pgsandbox_admin;
+SET ROLE regress_mask_admin2;
 SELECT count(*) AS accepted
   FROM pgsandbox.suggest_masks('suggest') s,
        LATERAL pgsandbox.mask('suggest', s.target, s.expression) m;
+RESET ROLE;
+DROP ROLE regress_mask_admin2;
 SELECT count(*) AS rules FROM pgsandbox.source_rules WHERE source = 'suggest';
 
 -- rules follow their source
