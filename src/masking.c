@@ -374,6 +374,80 @@ sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, int rules_e
 }
 
 /*
+ * A rule's expression over a masked table's columns may call a cast from
+ * their types (md5(col) casts col to text), found in pg_cast, not by
+ * name.  One whose function a role that is not a superuser owns (the owner
+ * of a type in the source may create casts from it) could run that role's
+ * code with the rights of the source's login: such a cast fails the clone,
+ * whoever wrote the rules.  The types are the columns' (with the base
+ * types of domains, element types of arrays and attribute types of
+ * composites) and the tables' row types.
+ */
+static void
+sbx_check_column_casts(SbxMasking *m)
+{
+	StringInfoData relids;
+	const char *params[1];
+	PGresult   *res;
+	ListCell   *lc;
+
+	if (m->masked == NIL)
+		return;
+	initStringInfo(&relids);
+	appendStringInfoChar(&relids, '{');
+	foreach(lc, m->masked)
+		appendStringInfo(&relids, "%s%u", relids.len > 1 ? "," : "",
+						 ((SbxMaskedTable *) lfirst(lc))->relid);
+	appendStringInfoChar(&relids, '}');
+	params[0] = relids.data;
+	res = sbx_reader_exec(m,
+						  "WITH RECURSIVE types(typ) AS ("
+						  "  SELECT typ FROM ("
+						  "    SELECT a.atttypid FROM pg_catalog.pg_attribute a"
+						  "     WHERE a.attrelid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])"
+						  "       AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped"
+						  "    UNION ALL"
+						  "    SELECT c.reltype FROM pg_catalog.pg_class c"
+						  "     WHERE c.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])) first(typ)"
+						  "  UNION"
+						  "  SELECT v.typ FROM types"
+						  "    JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) types.typ,"
+						  "    LATERAL (SELECT t.typbasetype UNION ALL SELECT t.typelem"
+						  "             UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a"
+						  "              WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid"
+						  "                AND t.typrelid OPERATOR(pg_catalog.<>) 0"
+						  "                AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) v(typ)"
+						  "   WHERE v.typ OPERATOR(pg_catalog.<>) 0)"
+						  " SELECT k.castsource::pg_catalog.regtype::pg_catalog.text,"
+						  "        k.casttarget::pg_catalog.regtype::pg_catalog.text,"
+						  "        p.oid::pg_catalog.regprocedure::pg_catalog.text"
+						  "   FROM pg_catalog.pg_cast k"
+						  "   JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) k.castfunc"
+						  "  WHERE k.castsource IN (SELECT typ FROM types)"
+						  "    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r"
+						  "                     WHERE r.oid OPERATOR(pg_catalog.=) p.proowner AND r.rolsuper)"
+						  "  ORDER BY 1, 2 LIMIT 1",
+						  1, params, PGRES_TUPLES_OK);
+	if (PQntuples(res) > 0)
+	{
+		char	   *from = pstrdup(PQgetvalue(res, 0, 0));
+		char	   *to = pstrdup(PQgetvalue(res, 0, 1));
+		char	   *func = pstrdup(PQgetvalue(res, 0, 2));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the cast from %s to %s in source \"%s\" runs function %s, which a role that is not a superuser owns",
+						from, to, m->source, func),
+				 errdetail("A masked table has a column of type %s: its rules could run that role's function with the rights of the source's login.",
+						   from),
+				 errhint("Drop the cast from the source, or have a superuser own its function.")));
+	}
+	PQclear(res);
+	pfree(relids.data);
+}
+
+/*
  * The statement that locks the tables of the mask rules with their
  * children, or NULL if there is none, looked up before the reader's
  * transaction begins.  A rule's table the source does not have is left to
@@ -550,6 +624,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 
 	sbx_resolve_exclusions(m, patterns, &excluded_oids);
 	sbx_resolve_masks(m, masks, excluded_oids);
+	sbx_check_column_casts(m);
 	foreach(lc, m->masked)
 	{
 		SbxMaskedTable *table = lfirst(lc);

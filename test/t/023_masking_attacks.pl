@@ -154,6 +154,28 @@ like(failed_clone('app', 'a function no longer listed'), qr/uses function public
 sq(q{SELECT pgsandbox.unmask('app', 'public.customers.email')});
 
 # ---------------------------------------------------------------------
+# the owner of a type in the source plants a cast: a rule's cast of a
+# column of that type would run the owner's function as the reader
+# ---------------------------------------------------------------------
+$node->safe_psql('app', q{
+CREATE ROLE src_owner;
+GRANT CREATE ON SCHEMA public TO src_owner;
+SET ROLE src_owner;
+CREATE TYPE mood AS ENUM ('calm', 'busy');
+CREATE FUNCTION mood_text(mood) RETURNS text LANGUAGE sql
+	AS $$ SELECT pg_catalog.string_agg(rolname || '=' || coalesce(rolpassword, ''), ',') FROM pg_catalog.pg_authid $$;
+CREATE CAST (mood AS text) WITH FUNCTION mood_text(mood);
+CREATE TABLE moods (id int PRIMARY KEY, email text, m mood);
+INSERT INTO moods SELECT g, 'm' || g || '@corp.test', 'calm' FROM generate_series(1, 5) g;
+RESET ROLE;
+});
+sq(q{SELECT pgsandbox.mask('app', 'public.moods.email', $$'x' || id || m::text$$)});
+like(failed_clone('app', 'a cast planted by the owner of a column\'s type'),
+	qr/the cast from public\.mood to text in source "app" runs function public\.mood_text\(public\.mood\), which a role that is not a superuser owns/,
+	'the clone fails before a row is read, naming the cast');
+sq(q{SELECT pgsandbox.unmask('app', 'public.moods.email')});
+
+# ---------------------------------------------------------------------
 # pg_dump in another encoding: partitions whose names are not ASCII
 # ---------------------------------------------------------------------
 my $u_umlaut = "\xc3\xbc";    # in UTF-8
