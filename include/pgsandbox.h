@@ -23,6 +23,8 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
+#include "pg_compat.h"
+
 /* Limits of what travels through shared memory. */
 #define SBX_LABELS_MAX			4096	/* text form of the labels object */
 #define SBX_CONNINFO_MAX		2048	/* a source's connection string */
@@ -429,8 +431,8 @@ extern Oid	sbx_caller(void);
 extern bool sbx_is_admin(Oid role);
 extern void sbx_require_admin(void);
 extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
-extern void sbx_report_source_denied(const char *source, bool is_admin) pg_attribute_noreturn();
-extern void sbx_report_data_denied(const char *source) pg_attribute_noreturn();
+pg_noreturn extern void sbx_report_source_denied(const char *source, bool is_admin);
+pg_noreturn extern void sbx_report_data_denied(const char *source);
 extern void sbx_install_login_check(void);
 extern void sbx_harden_session(void);
 
