@@ -39,10 +39,40 @@ root=$(pgsbx_root "$version")
 pkgs=(postgresql-$version postgresql-server-dev-$version
 	  libicu-dev libkrb5-dev make gcc libipc-run-perl locales
 	  postgresql-$version-postgis-3 postgresql-$version-partman
-	  postgresql-$version-orafce)
+	  postgresql-$version-orafce nodejs)
 stamp_text="suite=$suite packages=${pkgs[*]}"
 
 if [ -f "$root/.pgsandbox-stamp" ] && [ "$(cat "$root/.pgsandbox-stamp")" = "$stamp_text" ]; then
+	echo "provision: PostgreSQL $version ready in $root"
+	exit 0
+fi
+
+# apt in the chroot, with /proc mounted only while it runs (in a private
+# mount namespace, so that it cannot be left mounted).
+chroot_apt()
+{
+	local dir=$1 log=$2
+	shift 2
+	unshare --mount --propagation private -- bash -euc '
+		dir=$1; shift
+		mount -t proc proc "$dir/proc"
+		chroot "$dir" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get update -q
+		chroot "$dir" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
+			apt-get install -y -q --no-install-recommends "$@"
+		chroot "$dir" apt-get clean
+	' chroot_apt "$dir" "$@" >"$log" 2>&1 || {
+		echo "provision: apt failed, last lines of $log:" >&2
+		tail -n 30 "$log" >&2
+		return 1
+	}
+	rm -f "$log"
+}
+
+# A finished chroot made with another package list: install what is new.
+if [ -f "$root/.pgsandbox-stamp" ]; then
+	echo "provision: updating $root: ${pkgs[*]}"
+	chroot_apt "$root" "$root.apt.log" "${pkgs[@]}"
+	echo "$stamp_text" > "$root/.pgsandbox-stamp"
 	echo "provision: PostgreSQL $version ready in $root"
 	exit 0
 fi
@@ -95,20 +125,7 @@ echo 'Acquire::Check-Valid-Until "false";' > "$partial/etc/apt/apt.conf.d/99pgsa
 echo 'en_US.UTF-8 UTF-8' > "$partial/etc/locale.gen"
 
 echo "provision: installing ${pkgs[*]}"
-unshare --mount --propagation private -- bash -euc '
-	mount -t proc proc "$1/proc"
-	shift
-	root=$1; shift
-	chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get update -q
-	chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
-		apt-get install -y -q --no-install-recommends "$@"
-	chroot "$root" apt-get clean
-' provision "$partial" "$partial" "${pkgs[@]}" >"$partial.apt.log" 2>&1 || {
-	echo "provision: apt failed, last lines of $partial.apt.log:" >&2
-	tail -n 30 "$partial.apt.log" >&2
-	exit 1
-}
-rm -f "$partial.apt.log"
+chroot_apt "$partial" "$partial.apt.log" "${pkgs[@]}"
 
 [ -x "$partial/usr/lib/postgresql/$version/bin/pg_config" ] || {
 	echo "provision: no pg_config for $version in the chroot" >&2; exit 1; }
