@@ -11,7 +11,7 @@
 # PG_TEST_TIMEOUT_DEFAULT (default 60 here, PostgreSQL's is 180) bounds each
 # wait of the TAP library, so a failing test does not wait out 3 minutes.
 # PROVE_TESTS picks TAP files (e.g. PROVE_TESTS=test/t/011_login_check.pl);
-# REGRESS picks pg_regress tests (empty: none).  KEEP=1 keeps the work
+# REGRESS picks pg_regress tests (empty: none); TAP=0 runs no TAP test.  KEEP=1 keeps the work
 # directory (its path is printed) for the logs.
 #
 set -euo pipefail
@@ -62,6 +62,7 @@ run=("$here/run-in.sh" -b "$work")
 make_args=(installcheck PROVE_FLAGS="--timer")
 [ -n "${PROVE_TESTS+x}" ] && make_args+=(PROVE_TESTS="$PROVE_TESTS")
 [ -n "${REGRESS+x}" ] && make_args+=(REGRESS="$REGRESS")
+[ "${TAP:-1}" = 0 ] && make_args+=(TAP_TESTS=)
 chown -R postgres: "$work"
 status=0
 "${run[@]}" -u postgres "$version" make -C "$work" -s "${make_args[@]}" || status=$?
