@@ -81,8 +81,10 @@ typedef struct SbxLocale
 	char		encoding[NAMEDATALEN];
 	char		collate[NAMEDATALEN];
 	char		ctype[NAMEDATALEN];
-	char		provider;		/* 'c' libc, 'i' ICU, '\0' not known */
-	char		icu_locale[NAMEDATALEN];
+	char		provider;		/* 'c' libc, 'i' ICU, 'b' builtin (17+), '\0'
+								 * not known */
+	char		icu_locale[NAMEDATALEN];	/* the ICU or builtin provider's
+											 * locale (datlocale from 17) */
 } SbxLocale;
 
 /* request queue (queue.c) */
