@@ -150,7 +150,16 @@ $node->safe_psql('partman', q{
 CREATE SCHEMA partman;
 CREATE EXTENSION pg_partman SCHEMA partman;
 CREATE TABLE public.events (id bigint, at timestamptz NOT NULL, payload text) PARTITION BY RANGE (at);
-SELECT partman.create_parent('public.events', 'at', 'native', 'daily');
+});
+# pg_partman 5 (Debian 13's and unstable's) takes (table, control, interval);
+# 4 (Debian 12's) took (table, control, type, interval)
+my $partman_v4 = $node->safe_psql('partman',
+	"SELECT extversion LIKE '4.%' FROM pg_extension WHERE extname = 'pg_partman'") eq 't';
+$node->safe_psql('partman',
+	$partman_v4
+	? q{SELECT partman.create_parent('public.events', 'at', 'native', 'daily')}
+	: q{SELECT partman.create_parent('public.events', 'at', '1 day')});
+$node->safe_psql('partman', q{
 INSERT INTO public.events SELECT g, now() - (g % 3) * interval '1 day', 'x' FROM generate_series(1, 100) g;
 });
 ($name, $conninfo) = clone_ok('partman', '(b) pg_partman');
