@@ -240,8 +240,10 @@ like(ready_detail($name), qr/database settings left out: log_min_duration_statem
 # (e) encoding and locale
 # ---------------------------------------------------------------------------
 
+# (17 renamed daticulocale to datlocale, which the builtin provider uses too)
+my $datlocale = $node->pg_version >= 17 ? 'datlocale' : 'daticulocale';
 my $locale_sql = "SELECT pg_encoding_to_char(encoding) || '|' || datcollate || '|' || datctype"
-  . " || '|' || datlocprovider::text || '|' || coalesce(daticulocale, '')"
+  . " || '|' || datlocprovider::text || '|' || coalesce($datlocale, '')"
   . " FROM pg_database WHERE datname = current_database()";
 my $sort_sql = "SELECT string_agg(w, ',' ORDER BY w) FROM words";
 
@@ -259,6 +261,17 @@ $node->safe_psql('icu', "CREATE TABLE words (w text); INSERT INTO words VALUES (
 is(in_sandbox($conninfo, $locale_sql), 'UTF8|C.UTF-8|C.UTF-8|i|de-DE', '(e) the sandbox has its ICU locale');
 is(in_sandbox($conninfo, $sort_sql), 'a,A,b,B,z', '(e) and sorts as the source does');
 is($node->safe_psql('icu', $sort_sql), 'a,A,b,B,z', '(e) (the source sorts so, unlike C)');
+
+SKIP:
+{
+	skip 'the builtin locale provider comes with PostgreSQL 17', 3 unless $node->pg_version >= 17;
+	add_source('builtin',
+		"CREATE DATABASE builtin TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER builtin BUILTIN_LOCALE 'C.UTF-8' LOCALE 'C.UTF-8'");
+	$node->safe_psql('builtin', "CREATE TABLE words (w text); INSERT INTO words VALUES ('b'), ('A'), ('a')");
+	($name, $conninfo) = clone_ok('builtin', '(e) a source with the builtin provider');
+	is(in_sandbox($conninfo, $locale_sql), 'UTF8|C.UTF-8|C.UTF-8|b|C.UTF-8', '(e) the sandbox has the builtin provider and locale');
+	is(in_sandbox($conninfo, $sort_sql), $node->safe_psql('builtin', $sort_sql), '(e) and sorts as the source');
+}
 
 # A locale this server lacks: a source on another server that has it, made
 # from the system's locale definitions into a directory of its own.
