@@ -24,7 +24,8 @@ version=$1
 [ "$(id -u)" = 0 ] || { echo "$0: run as root" >&2; exit 1; }
 export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
 
-if [ "$version" = 15 ]; then
+. "$here/common.sh"
+if pgsbx_on_host "$version"; then
 	exec bash "$src/test/run-tests.sh"
 fi
 

@@ -8,6 +8,9 @@
 #   test/pg/provision.sh 17   a Debian 13 (trixie) chroot with postgresql-17
 #   test/pg/provision.sh 18   a Debian unstable (sid) chroot with postgresql-18
 #
+# With PGSANDBOX_CHROOT_15=1, 15 gets a Debian 12 (bookworm) chroot too,
+# which leaves the host's own PostgreSQL alone.
+#
 # The chroots live under $PGSANDBOX_CACHE (default /var/cache/pgsandbox), one
 # per suite: chroot-trixie, chroot-sid.  A chroot is built in a ".partial"
 # directory and renamed when complete, and a stamp file records the package
@@ -30,7 +33,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 version=$1
 [ "$(id -u)" = 0 ] || { echo "$0: run as root" >&2; exit 1; }
 
-if [ "$version" = 15 ]; then
+if pgsbx_on_host "$version"; then
 	exec bash "$here/../install-deps.sh"
 fi
 

@@ -39,7 +39,7 @@ bindir=/usr/lib/postgresql/$version/bin
 as_user=()
 [ -n "$user" ] && as_user=(runuser -u "$user" --)
 
-if [ "$version" = 15 ]; then
+if pgsbx_on_host "$version"; then
 	exec "${as_user[@]}" env PATH="$bindir:$PATH" PG_CONFIG="$bindir/pg_config" "$@"
 fi
 
