@@ -1,5 +1,5 @@
 
-# 023_membership_checks.pl: every check that asks "is this a sandbox role?"
+# 024_membership_checks.pl: every check that asks "is this a sandbox role?"
 # holds on the server's own major, however the membership was granted.
 #
 # A sandbox role is a direct member of pgsandbox_sandbox.  From PostgreSQL
