@@ -20,7 +20,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS knows nothing of our header: every object depends on it.
-$(OBJS): include/pgsandbox.h
+$(OBJS): include/pgsandbox.h include/pg_compat.h
 src/suggest_masks.o src/pii_detect.o src/pii_masks.o: include/pii.h
 
 # describe_schema()'s catalog query is kept as SQL and compiled in as a C

@@ -24,6 +24,8 @@
 #include "storage/spin.h"
 #include "utils/guc.h"
 
+#include "pg_compat.h"
+
 /* Limits of what travels through shared memory. */
 #define SBX_LABELS_MAX			4096	/* text form of the labels object */
 #define SBX_CONNINFO_MAX		2048	/* a source's connection string */
@@ -82,8 +84,10 @@ typedef struct SbxLocale
 	char		encoding[NAMEDATALEN];
 	char		collate[NAMEDATALEN];
 	char		ctype[NAMEDATALEN];
-	char		provider;		/* 'c' libc, 'i' ICU, '\0' not known */
-	char		icu_locale[NAMEDATALEN];
+	char		provider;		/* 'c' libc, 'i' ICU, 'b' builtin (17+), '\0'
+								 * not known */
+	char		icu_locale[NAMEDATALEN];	/* the ICU or builtin provider's
+											 * locale (datlocale from 17) */
 } SbxLocale;
 
 /* request queue (queue.c) */
@@ -433,8 +437,8 @@ extern Oid	sbx_caller(void);
 extern bool sbx_is_admin(Oid role);
 extern void sbx_require_admin(void);
 extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
-extern void sbx_report_source_denied(const char *source, bool is_admin) pg_attribute_noreturn();
-extern void sbx_report_data_denied(const char *source) pg_attribute_noreturn();
+pg_noreturn extern void sbx_report_source_denied(const char *source, bool is_admin);
+pg_noreturn extern void sbx_report_data_denied(const char *source);
 extern void sbx_install_login_check(void);
 extern void sbx_harden_session(void);
 

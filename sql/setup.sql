@@ -5,7 +5,10 @@
 -- only in the database its worker works in (pgsandbox.database), and
 -- nothing is left behind elsewhere
 \c postgres
+-- (no CONTEXT: from 18 it also quotes the statement of the install script)
+\set SHOW_CONTEXT never
 CREATE EXTENSION pgsandbox;
+\set SHOW_CONTEXT errors
 SELECT count(*) AS pgsandbox_schemas FROM pg_namespace WHERE nspname = 'pgsandbox';
 \c contrib_regression
 

@@ -22,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_auth_members.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -32,6 +34,7 @@
 #include "utils/acl.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -212,16 +215,36 @@ pgsandbox_revoke_source(PG_FUNCTION_ARGS)
  * direct membership counts, since a sandbox role may grant itself to
  * others (PostgreSQL 15 lets a role grant membership in itself), and those
  * must not become sandbox roles.
+ *
+ * From PostgreSQL 16 on, pg_auth_members may hold several rows for one
+ * (member, role) pair, one per grantor, and AUTHMEMMEMROLE's key is
+ * (member, role, grantor); before, it was (member, role).  A lookup with
+ * two keys then matches nothing on 16+, and every sandbox role would pass
+ * for an ordinary one.  So list the member's rows by the first key alone,
+ * which is the same on every version, and look for the group among them,
+ * whoever granted it.
  */
 static bool
 sbx_is_sandbox_role(Oid role, Oid group)
 {
+	CatCList   *memlist;
+	bool		found = false;
+
 	/*
-	 * By (member, role): that cache's index is one the login path can read
-	 * before a database is selected, the other's is not.
+	 * By member: that cache's index is one the login path can read before a
+	 * database is selected (it is how pg_hba.conf's group matching reads
+	 * memberships), the (role, member) one is not.
 	 */
-	return SearchSysCacheExists2(AUTHMEMMEMROLE, ObjectIdGetDatum(role),
-								 ObjectIdGetDatum(group));
+	memlist = SearchSysCacheList1(AUTHMEMMEMROLE, ObjectIdGetDatum(role));
+	for (int i = 0; i < memlist->n_members && !found; i++)
+	{
+		Form_pg_auth_members form =
+			(Form_pg_auth_members) GETSTRUCT(&memlist->members[i]->tuple);
+
+		found = (form->roleid == group);
+	}
+	ReleaseSysCacheList(memlist);
+	return found;
 }
 
 /*

@@ -123,6 +123,8 @@ sbx_source_read(void)
 }
 
 /* Add a sentence to the notes the 'ready' event records. */
+static void sbx_note(const char *fmt,...) pg_attribute_printf(1, 2);
+
 static void
 sbx_note(const char *fmt,...)
 {

@@ -9,6 +9,12 @@
 -- catalogs.  System schemas and whatever belongs to an extension are left
 -- out; everything is ordered by name, so that two descriptions of the same
 -- schema are equal.  Owners and privileges are left out.
+--
+-- It reads the same on every major from 15 on.  NOT NULL constraints are
+-- rows of pg_constraint (contype 'n') for domains from PostgreSQL 17 and
+-- for tables from 18; they are left out of the constraint lists, since
+-- the column's not_null (attnotnull) and the domain's NOT NULL (typnotnull)
+-- already say it, so that a description does not depend on the version.
 WITH ext AS (
 	SELECT classid, objid FROM pg_catalog.pg_depend WHERE deptype = 'e'
 ), nsp AS (
@@ -55,6 +61,7 @@ WITH ext AS (
 											 ORDER BY co.conname) AS constraints
 	  FROM pg_catalog.pg_constraint co
 	 WHERE co.conrelid IN (SELECT oid FROM rel)
+	   AND co.contype <> 'n'	-- NOT NULL (a row from 18): shown as the column's not_null
 	 GROUP BY co.conrelid
 ), trg AS (
 	SELECT tg.tgrelid, pg_catalog.jsonb_agg(pg_catalog.pg_get_triggerdef(tg.oid)
@@ -212,7 +219,9 @@ SELECT pg_catalog.jsonb_build_object(
 					|| CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END
 					|| COALESCE((SELECT pg_catalog.string_agg(' CONSTRAINT ' || pg_catalog.quote_ident(co.conname) || ' '
 															|| pg_catalog.pg_get_constraintdef(co.oid), '' ORDER BY co.conname)
-								   FROM pg_catalog.pg_constraint co WHERE co.contypid = t.oid), '')
+								   FROM pg_catalog.pg_constraint co
+								  WHERE co.contypid = t.oid
+									AND co.contype <> 'n'), '')	-- a domain's NOT NULL (a row from 17): typnotnull
 				WHEN 'c' THEN '(' || (SELECT COALESCE(pg_catalog.string_agg(pg_catalog.quote_ident(a.attname) || ' '
 																		   || pg_catalog.format_type(a.atttypid, a.atttypmod),
 																		   ', ' ORDER BY a.attnum), '')

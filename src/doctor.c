@@ -262,9 +262,14 @@ sbx_check_snapshots(SbxDoctor *d)
 							 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
 							 "   AND (d.datallowconn OR d.datdba <> 10 OR r.rolcanlogin)"
 							 " ORDER BY 1");
+	/*
+	 * EXISTS, not a join: from PostgreSQL 16 on, a role may be granted the
+	 * group once per grantor, and would then be listed once per grant.
+	 */
 	orphan_roles = sbx_name_list("SELECT r.rolname FROM pg_catalog.pg_roles r"
-								 "  JOIN pg_catalog.pg_auth_members m ON m.member = r.oid"
-								 " WHERE m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole"
+								 " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
+								 "                WHERE m.member = r.oid"
+								 "                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
 								 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 								 "                    WHERE s.role_oid = r.oid"
 								 "                      AND s.status IN ('cloning', 'ready'))"

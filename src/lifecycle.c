@@ -363,6 +363,10 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
 	else if (loc->provider == COLLPROVIDER_ICU)
 		missing = loc->icu_locale;
 #endif
+#if !SBX_HAVE_BUILTIN_LOCALE
+	else if (loc->provider == 'b')	/* the builtin provider, from 17 */
+		missing = loc->icu_locale;
+#endif
 	if (missing != NULL)
 	{
 		if (!job->locale_fallback)
@@ -380,6 +384,12 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
 		return psprintf(" ENCODING %s LC_COLLATE %s LC_CTYPE %s LOCALE_PROVIDER icu ICU_LOCALE %s",
 						quote_literal_cstr(loc->encoding), quote_literal_cstr(loc->collate),
 						quote_literal_cstr(loc->ctype), quote_literal_cstr(loc->icu_locale));
+#if SBX_HAVE_BUILTIN_LOCALE
+	if (loc->provider == COLLPROVIDER_BUILTIN)
+		return psprintf(" ENCODING %s LC_COLLATE %s LC_CTYPE %s LOCALE_PROVIDER builtin BUILTIN_LOCALE %s",
+						quote_literal_cstr(loc->encoding), quote_literal_cstr(loc->collate),
+						quote_literal_cstr(loc->ctype), quote_literal_cstr(loc->icu_locale));
+#endif
 	return psprintf(" ENCODING %s LC_COLLATE %s LC_CTYPE %s LOCALE_PROVIDER libc",
 					quote_literal_cstr(loc->encoding), quote_literal_cstr(loc->collate),
 					quote_literal_cstr(loc->ctype));

@@ -697,7 +697,7 @@ sbx_table_targets(const SbxMaskedTable *table)
  * message quotes no row and is shown; once it began, rows were read and
  * only its SQLSTATE is.
  */
-static void pg_attribute_noreturn()
+pg_noreturn static void
 sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res,
 					   bool rows_read)
 {
@@ -723,7 +723,7 @@ sbx_masked_read_failed(SbxMasking *m, const SbxMaskedTable *table, PGresult *res
 			 errhint("Check the masking rules %s on the source.", sbx_table_targets(table))));
 }
 
-static void pg_attribute_noreturn()
+pg_noreturn static void
 sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *res)
 {
 	int			code = sbx_remote_sqlstate(res);

@@ -103,8 +103,8 @@ static const struct
 	{"@hourly", "0 * * * *"},
 };
 
-static void schedule_error(const char *text, const char *fmt,...)
-			pg_attribute_printf(2, 3) pg_attribute_noreturn();
+pg_noreturn static void schedule_error(const char *text, const char *fmt,...)
+			pg_attribute_printf(2, 3);
 static bool parse_interval(const char *text, SbxSchedule *schedule);
 static void parse_cron(const char *text, const char *expression,
 					   SbxSchedule *schedule);

@@ -226,7 +226,8 @@ sbx_plan_update(const SbxActor *by, const SbxRequest *req)
 	{
 		const char *loc[7] = {req->source, req->schema_only ? "true" : "false",
 			req->locale.encoding, req->locale.collate, req->locale.ctype,
-		req->locale.provider == 'i' ? "i" : "c", req->locale.icu_locale};
+			req->locale.provider == 'i' ? "i" : req->locale.provider == 'b' ? "b" : "c",
+		req->locale.icu_locale};
 
 		sbx_spi("UPDATE pgsandbox.snapshot_plan SET source_locale = ARRAY[$3, $4, $5, $6, $7]"
 				" WHERE source = $1 AND schema_only = $2::boolean", SPI_OK_UPDATE, 7, loc);

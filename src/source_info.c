@@ -49,20 +49,33 @@ void
 sbx_read_source_locale(PGconn *conn, const char *source, SbxLocale *locale)
 {
 	PGresult   *res;
+	const char *query;
+	int			source_version = PQserverVersion(conn);
 
 	memset(locale, 0, sizeof(*locale));
-	/* the locale provider and ICU locale are known from PostgreSQL 15 on */
-	res = sbx_source_query(conn, source,
-						   PQserverVersion(conn) >= 150000 ?
-						   "SELECT pg_catalog.pg_encoding_to_char(encoding), datcollate, datctype,"
-						   "       datlocprovider, coalesce(daticulocale, '')"
-						   "  FROM pg_catalog.pg_database"
-						   " WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()" :
-						   "SELECT pg_catalog.pg_encoding_to_char(encoding), datcollate, datctype,"
-						   "       'c', ''"
-						   "  FROM pg_catalog.pg_database"
-						   " WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()",
-						   "encoding and locale");
+
+	/*
+	 * The source's catalog, not this server's, decides the query.  The
+	 * locale provider and ICU locale are known from PostgreSQL 15 on; 17
+	 * renamed daticulocale to datlocale, which also holds the locale of the
+	 * builtin provider it added.
+	 */
+	if (source_version >= 170000)
+		query = "SELECT pg_catalog.pg_encoding_to_char(encoding), datcollate, datctype,"
+			"       datlocprovider, coalesce(datlocale, '')"
+			"  FROM pg_catalog.pg_database"
+			" WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()";
+	else if (source_version >= 150000)
+		query = "SELECT pg_catalog.pg_encoding_to_char(encoding), datcollate, datctype,"
+			"       datlocprovider, coalesce(daticulocale, '')"
+			"  FROM pg_catalog.pg_database"
+			" WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()";
+	else
+		query = "SELECT pg_catalog.pg_encoding_to_char(encoding), datcollate, datctype,"
+			"       'c', ''"
+			"  FROM pg_catalog.pg_database"
+			" WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()";
+	res = sbx_source_query(conn, source, query, "encoding and locale");
 	if (PQntuples(res) == 1)
 	{
 		strlcpy(locale->encoding, PQgetvalue(res, 0, 0), sizeof(locale->encoding));

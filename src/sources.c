@@ -26,7 +26,7 @@ PG_FUNCTION_INFO_V1(pgsandbox_remove_source);
  * In a PG_CATCH block: raise the error again without the statement, whose
  * text may hold a secret.
  */
-static void pg_attribute_noreturn()
+pg_noreturn static void
 sbx_rethrow_hiding_statement(MemoryContext cxt)
 {
 	ErrorData  *edata;

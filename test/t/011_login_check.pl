@@ -31,6 +31,11 @@ $node->append_conf('postgresql.conf',
 	  . "max_worker_processes = 16\n"
 	  . "password_encryption = 'scram-sha-256'\n"
 	  . "log_connections = on\n");
+# From PostgreSQL 18, connect_fails(log_like => ...) waits for the DEBUG2
+# lines of the backend's fork and exit before it reads the log: without
+# them each refusal would wait out the whole timeout.
+$node->append_conf('postgresql.conf', "log_min_messages = debug2\n")
+  if $node->pg_version >= 18;
 
 sub write_hba
 {

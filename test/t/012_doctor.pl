@@ -129,8 +129,10 @@ is( join(', ', sort keys %$d),
 		'every snapshot is locked',
 		'pools are full'),
 	'doctor() runs every check');
-like($d->{'source "src" can be dumped'}{detail}, qr/runs PostgreSQL 15/, 'the source\'s server version is read');
-like($d->{'pg_dump found'}{detail}, qr{/pg_dump, version 15}, 'pg_dump\'s version is read');
+# the source is the test's own server, whatever its major
+my $major = $node->pg_version->major;
+like($d->{'source "src" can be dumped'}{detail}, qr/runs PostgreSQL \Q$major\E\b/, 'the source\'s server version is read');
+like($d->{'pg_dump found'}{detail}, qr{/pg_dump, version \Q$major\E\b}, 'pg_dump\'s version is read');
 unlike(join("\n", map { $_->{detail} } values %$d), qr/\Q$reader_pw\E/, 'no detail shows the source\'s password');
 
 $node->safe_psql('postgres', 'CREATE ROLE ada LOGIN IN ROLE pgsandbox_admin; CREATE ROLE ann LOGIN IN ROLE pgsandbox_user');

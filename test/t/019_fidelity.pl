@@ -154,7 +154,16 @@ $node->safe_psql('partman', q{
 CREATE SCHEMA partman;
 CREATE EXTENSION pg_partman SCHEMA partman;
 CREATE TABLE public.events (id bigint, at timestamptz NOT NULL, payload text) PARTITION BY RANGE (at);
-SELECT partman.create_parent('public.events', 'at', 'native', 'daily');
+});
+# pg_partman 5 (Debian 13's and unstable's) takes (table, control, interval);
+# 4 (Debian 12's) took (table, control, type, interval)
+my $partman_v4 = $node->safe_psql('partman',
+	"SELECT extversion LIKE '4.%' FROM pg_extension WHERE extname = 'pg_partman'") eq 't';
+$node->safe_psql('partman',
+	$partman_v4
+	? q{SELECT partman.create_parent('public.events', 'at', 'native', 'daily')}
+	: q{SELECT partman.create_parent('public.events', 'at', '1 day')});
+$node->safe_psql('partman', q{
 INSERT INTO public.events SELECT g, now() - (g % 3) * interval '1 day', 'x' FROM generate_series(1, 100) g;
 });
 ($name, $conninfo) = clone_ok('partman', '(b) pg_partman');
@@ -267,8 +276,10 @@ like(ready_detail($name), qr/database settings left out: app\.tenant, log_min_du
 # (e) encoding and locale
 # ---------------------------------------------------------------------------
 
+# (17 renamed daticulocale to datlocale, which the builtin provider uses too)
+my $datlocale = $node->pg_version >= 17 ? 'datlocale' : 'daticulocale';
 my $locale_sql = "SELECT pg_encoding_to_char(encoding) || '|' || datcollate || '|' || datctype"
-  . " || '|' || datlocprovider::text || '|' || coalesce(daticulocale, '')"
+  . " || '|' || datlocprovider::text || '|' || coalesce($datlocale, '')"
   . " FROM pg_database WHERE datname = current_database()";
 my $sort_sql = "SELECT string_agg(w, ',' ORDER BY w) FROM words";
 
@@ -286,6 +297,17 @@ $node->safe_psql('icu', "CREATE TABLE words (w text); INSERT INTO words VALUES (
 is(in_sandbox($conninfo, $locale_sql), 'UTF8|C.UTF-8|C.UTF-8|i|de-DE', '(e) the sandbox has its ICU locale');
 is(in_sandbox($conninfo, $sort_sql), 'a,A,b,B,z', '(e) and sorts as the source does');
 is($node->safe_psql('icu', $sort_sql), 'a,A,b,B,z', '(e) (the source sorts so, unlike C)');
+
+SKIP:
+{
+	skip 'the builtin locale provider comes with PostgreSQL 17', 3 unless $node->pg_version >= 17;
+	add_source('builtin',
+		"CREATE DATABASE builtin TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER builtin BUILTIN_LOCALE 'C.UTF-8' LOCALE 'C.UTF-8'");
+	$node->safe_psql('builtin', "CREATE TABLE words (w text); INSERT INTO words VALUES ('b'), ('A'), ('a')");
+	($name, $conninfo) = clone_ok('builtin', '(e) a source with the builtin provider');
+	is(in_sandbox($conninfo, $locale_sql), 'UTF8|C.UTF-8|C.UTF-8|b|C.UTF-8', '(e) the sandbox has the builtin provider and locale');
+	is(in_sandbox($conninfo, $sort_sql), $node->safe_psql('builtin', $sort_sql), '(e) and sorts as the source');
+}
 
 # A locale this server lacks: a source on another server that has it, made
 # from the system's locale definitions into a directory of its own.

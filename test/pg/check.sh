@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+#
+# check.sh: build pgsandbox with -Werror against PostgreSQL VERSION, install
+# it there and run the whole suite (pg_regress and TAP) as the postgres OS
+# user.  Run as root.  For 17 and 18 everything happens in the chroot that
+# test/pg/provision.sh makes (and this script provisions first); for 15 it is
+# test/run-tests.sh on the host.
+#
+#   test/pg/check.sh VERSION
+#
+# PG_TEST_TIMEOUT_DEFAULT (default 60 here, PostgreSQL's is 180) bounds each
+# wait of the TAP library, so a failing test does not wait out 3 minutes.
+# PROVE_TESTS picks TAP files (e.g. PROVE_TESTS=test/t/011_login_check.pl);
+# REGRESS picks pg_regress tests (empty: none); TAP=0 runs no TAP test.  KEEP=1 keeps the work
+# directory (its path is printed) for the logs.
+#
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+
+[ $# -eq 1 ] || { echo "usage: $0 15|17|18" >&2; exit 2; }
+version=$1
+[ "$(id -u)" = 0 ] || { echo "$0: run as root" >&2; exit 1; }
+export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
+
+. "$here/common.sh"
+if pgsbx_on_host "$version"; then
+	exec bash "$src/test/run-tests.sh"
+fi
+
+bash "$here/provision.sh" "$version"
+
+# The tests write into their tree: give them a copy, on the host, that the
+# chroot sees at the same path.
+work=$(mktemp -d "/tmp/pgsandbox-test-$version.XXXXXX")
+if [ "${KEEP:-0}" = 1 ]; then
+	echo "check: work directory $work (kept)"
+else
+	trap 'rm -rf "$work"' EXIT
+fi
+tar -C "$src" --exclude=.git --exclude=node_modules --exclude='tmp_check*' \
+	--exclude=results --exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - . | tar -C "$work" -xf -
+
+pagila=$src/../shared/data/pagila
+if [ -r "$pagila/pagila-schema.sql" ] && [ -r "$pagila/pagila-data.sql" ]; then
+	mkdir "$work/pagila"
+	cp "$pagila/pagila-schema.sql" "$pagila/pagila-data.sql" "$work/pagila/"
+	export PGSANDBOX_PAGILA_DIR=$work/pagila
+fi
+
+# The MCP end-to-end test's packages, fetched on the host (whose npm is set
+# up); the chroot's node runs them.
+if command -v npm >/dev/null 2>&1; then
+	(cd "$work/test/mcp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+
+run=("$here/run-in.sh" -b "$work")
+"${run[@]}" "$version" make -C "$work" -s clean
+"${run[@]}" "$version" make -C "$work" -s WERROR=1
+"${run[@]}" "$version" make -C "$work" -s install
+
+make_args=(installcheck PROVE_FLAGS="--timer")
+[ -n "${PROVE_TESTS+x}" ] && make_args+=(PROVE_TESTS="$PROVE_TESTS")
+[ -n "${REGRESS+x}" ] && make_args+=(REGRESS="$REGRESS")
+[ "${TAP:-1}" = 0 ] && make_args+=(TAP_TESTS=)
+chown -R postgres: "$work"
+status=0
+"${run[@]}" -u postgres "$version" make -C "$work" -s "${make_args[@]}" || status=$?
+
+if [ $status -ne 0 ]; then
+	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
+		[ -f "$f" ] || continue
+		echo "=== $f (last 40 lines)"
+		tail -n 40 "$f"
+	done
+fi
+exit $status
