@@ -1,5 +1,5 @@
 
-# 024_source_identity.pl: a source removed and added again is a new source,
+# 025_source_identity.pl: a source removed and added again is a new source,
 # even in one transaction that a snapshot build of the old one overlaps.
 #
 # Session A begins a transaction, and waits there for a snapshot of source
