@@ -26,7 +26,7 @@ export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
 
 . "$here/common.sh"
 if pgsbx_on_host "$version"; then
-	exec bash "$src/test/run-tests.sh"
+	PG_VERSIONS=15 exec bash "$src/test/run-tests.sh"
 fi
 
 bash "$here/provision.sh" "$version"
