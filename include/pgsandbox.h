@@ -514,6 +514,7 @@ typedef struct SbxSourceInfo
 extern void sbx_read_source_locale(PGconn *conn, const char *source,
 								   SbxLocale *locale);
 extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);
+extern void sbx_check_source_version(const char *source, int source_version);
 
 /* which archive entries the sandbox role restores (restore_list.c) */
 struct SbxMasking;
@@ -521,6 +522,11 @@ extern void sbx_filter_restore_list(const char *from, const char *to,
 									const SbxSourceInfo *info,
 									const struct SbxMasking *masking,
 									StringInfo left_out);
+
+/* column options of other builds left out of a restore (restore_compat.c) */
+struct AlterTableStmt;
+extern bool sbx_has_foreign_attoptions(struct AlterTableStmt *stmt);
+extern bool sbx_strip_foreign_attoptions(struct AlterTableStmt *stmt);
 
 /* what the sandbox role may do with its extensions (extension_access.c) */
 extern void sbx_grant_extension_use(const char *rolename);

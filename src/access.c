@@ -306,6 +306,27 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 		IsA(stmt, AlterPolicyStmt))
 		sbx_check_sandbox_grant(stmt);
 
+	/*
+	 * A sandbox role restoring a source of another build: column options
+	 * this server refuses are left out (restore_compat.c).
+	 */
+	if (IsA(stmt, AlterTableStmt) &&
+		sbx_has_foreign_attoptions((AlterTableStmt *) stmt) &&
+		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
+	{
+		if (readOnlyTree)
+		{
+			pstmt = copyObject(pstmt);
+			readOnlyTree = false;
+		}
+		if (!sbx_strip_foreign_attoptions((AlterTableStmt *) pstmt->utilityStmt))
+		{
+			if (qc)
+				SetQueryCompletion(qc, CMDTAG_ALTER_TABLE, 0);
+			return;
+		}
+	}
+
 	if (prev_process_utility_hook)
 		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context,
 								  params, queryEnv, dest, qc);

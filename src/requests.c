@@ -151,7 +151,8 @@ sbx_check_request_source(const SbxRequest *req, bool check_data)
  * worker to create the sandbox database with.  If the source cannot be
  * read now, *locale stays empty: the clone worker then meets the same
  * trouble and the clone fails with a failed row that says why (or, if the
- * source is back by then, it checks the locale itself).
+ * source is back by then, it checks the locale itself).  A source newer
+ * than this server is refused here, before anything is asked of the worker.
  */
 void
 sbx_probe_source_locale(const char *source, SbxLocale *locale)
@@ -159,12 +160,14 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	PGconn	   *volatile conn = NULL;
+	volatile int source_version = 0;
 
 	memset(locale, 0, sizeof(*locale));
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
 	{
 		conn = sbx_source_connect(source);
+		source_version = PQserverVersion(conn);
 		sbx_read_source_locale(conn, source, locale);
 		libpqsrv_disconnect(conn);
 		conn = NULL;
@@ -191,6 +194,8 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+	if (source_version > 0)
+		sbx_check_source_version(source, source_version);
 }
 
 /*

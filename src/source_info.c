@@ -88,6 +88,29 @@ sbx_read_source_locale(PGconn *conn, const char *source, SbxLocale *locale)
 }
 
 /*
+ * A sandbox host must be at least as new as its sources: pg_dump refuses
+ * to dump a newer server, and what a newer server made need not restore
+ * into an older one.  So a source of a newer major is refused, by its
+ * version as the connection reports it, before a clone creates anything.
+ */
+void
+sbx_check_source_version(const char *source, int source_version)
+{
+	int			source_major = source_version / 10000;
+	int			host_major = PG_VERSION_NUM / 10000;
+
+	if (source_major > host_major)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("source \"%s\" runs PostgreSQL %d, which is newer than this server's PostgreSQL %d",
+						source, source_major, host_major),
+				 errdetail("pg_dump %d cannot dump a newer server, and a sandbox on PostgreSQL %d could not hold all a newer one makes.",
+						   host_major, host_major),
+				 errhint("Run pgsandbox on PostgreSQL %d or later to clone this source.",
+						 source_major)));
+}
+
+/*
  * Everything a clone reads from its source before the dump.
  */
 SbxSourceInfo *
@@ -95,6 +118,8 @@ sbx_read_source_info(PGconn *conn, const char *source)
 {
 	SbxSourceInfo *info = palloc0(sizeof(SbxSourceInfo));
 	PGresult   *res;
+
+	sbx_check_source_version(source, PQserverVersion(conn));
 
 	/*
 	 * The source's own extensions (not those built into the server), in the

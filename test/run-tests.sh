@@ -22,8 +22,20 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 versions=${PG_VERSIONS:-15}
 
 if [ "$versions" != 15 ]; then
+	[ "$(id -u)" = 0 ] || { echo "$0: PG_VERSIONS other than 15 needs root (chroots)" >&2; exit 1; }
 	# a failing test of the TAP library waits this long, not 180 s
 	export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
+	# every major first, then a plain server of each for the cross-version
+	# tests, which each version's run clones from (test/pg/foreign.sh)
+	bash "$src/test/install-deps.sh"
+	for v in $versions; do
+		bash "$src/test/pg/provision.sh" "$v"
+	done
+	foreign=$(mktemp -d /tmp/pgsandbox-foreign.XXXXXX)
+	trap 'bash "$src/test/pg/foreign.sh" stop "$foreign"' EXIT
+	PGSANDBOX_FOREIGN=$(bash "$src/test/pg/foreign.sh" start "$foreign" $versions)
+	export PGSANDBOX_FOREIGN
+	echo "=== servers for cross-version tests: $PGSANDBOX_FOREIGN"
 	declare -A result
 	status=0
 	for v in $versions; do
