@@ -313,8 +313,17 @@ $node->start;
 ok(wait_until(sub { try_sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'cloning'}) eq '0' && untracked_sandboxes($node) eq '0' }, 60),
 	'an immediate shutdown mid-build leaves no database or role behind after restart');
 
+# The fill of a small pool is over in a moment, too fast for a poll to be
+# sure to see a member cloning: wait for the first member's clone event,
+# which stays; the other members are still to come, or under way.
+my $events_before = sq(q{SELECT coalesce(max(id), 0) FROM pgsandbox.event});
 sq(q{SELECT pgsandbox.set_pool('plain', 4)});
-ok(wait_until(sub { sq(q{SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'pool' AND status = 'cloning'}) ne '0' }, 30),
+ok( wait_until(
+		sub {
+			sq(qq{SELECT count(*) FROM pgsandbox.event WHERE id > $events_before AND action = 'clone'
+			      AND detail LIKE 'pool member of source "plain"%'}) ne '0';
+		},
+		30),
 	'a pool fill is under way');
 $node->stop('immediate');
 $node->start;
