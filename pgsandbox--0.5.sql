@@ -64,7 +64,9 @@ CREATE TABLE pgsandbox.source (
 	rules_version integer NOT NULL DEFAULT 0,
 	-- new each time the source is added: a snapshot or pool member of an
 	-- earlier source of the same name never serves this one
-	generation	bigint NOT NULL DEFAULT pg_catalog.nextval('pgsandbox.source_generation')
+	generation	bigint NOT NULL DEFAULT pg_catalog.nextval('pgsandbox.source_generation'),
+	-- clones may carry the planner's statistics, which hold column values
+	allow_statistics boolean NOT NULL DEFAULT false
 );
 
 -- Every sandbox ever made, written only by the lifecycle worker.
@@ -182,7 +184,8 @@ COMMENT ON FUNCTION pgsandbox._caller_is_admin() IS
 -- The views show a pgsandbox_user only its own rows; security_barrier
 -- keeps a caller's own functions from seeing the others first.
 CREATE VIEW pgsandbox.sources WITH (security_barrier) AS
-	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at
+	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at,
+		   s.allow_statistics
 	  FROM pgsandbox.source s
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
@@ -225,13 +228,14 @@ GRANT SELECT ON pgsandbox.sources, pgsandbox.sandboxes, pgsandbox.events
 GRANT SELECT ON pgsandbox.source_grants TO pgsandbox_admin;
 
 CREATE FUNCTION pgsandbox.add_source(name text, conninfo text,
-									 allow_data boolean DEFAULT false)
+									 allow_data boolean DEFAULT false,
+									 allow_statistics boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'pgsandbox_add_source'
 LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION pgsandbox.add_source(text, text, boolean) IS
-	'Approve a database as a clone source; allow_data permits copying its rows';
+COMMENT ON FUNCTION pgsandbox.add_source(text, text, boolean, boolean) IS
+	'Approve a database as a clone source; allow_data permits copying its rows, allow_statistics its planner statistics (PostgreSQL 18)';
 
 CREATE FUNCTION pgsandbox.remove_source(name text)
 RETURNS void
@@ -245,13 +249,14 @@ CREATE FUNCTION pgsandbox.clone(source text,
 								schema_only boolean DEFAULT true,
 								ttl interval DEFAULT NULL,
 								labels jsonb DEFAULT '{}',
-								fresh boolean DEFAULT false)
+								fresh boolean DEFAULT false,
+								statistics boolean DEFAULT false)
 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
 AS 'MODULE_PATHNAME', 'pgsandbox_clone'
 LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean) IS
-	'Clone an approved source into a new sandbox database and login role: from its pool, its snapshot or, with fresh or failing those, the live source; returns when it is ready';
+COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean) IS
+	'Clone an approved source into a new sandbox database and login role: from its pool, its snapshot or, with fresh or failing those, the live source, with statistics its planner statistics too (PostgreSQL 18); returns when it is ready';
 
 CREATE FUNCTION pgsandbox.drop(name text)
 RETURNS void
@@ -471,12 +476,12 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.schema_diff(text),
 	pgsandbox._caller(),
 	pgsandbox._caller_is_admin(),
-	pgsandbox.add_source(text, text, boolean),
+	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor(),
-	pgsandbox.clone(text, boolean, interval, jsonb, boolean),
+	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
 	pgsandbox._drop_expired(text),
@@ -489,7 +494,7 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.run_sql(text, text, integer, boolean, interval),
 	pgsandbox.describe_schema(text),
 	pgsandbox.schema_diff(text),
-	pgsandbox.clone(text, boolean, interval, jsonb, boolean),
+	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
 	pgsandbox._drop_expired(text),
@@ -497,7 +502,7 @@ GRANT EXECUTE ON FUNCTION
 TO pgsandbox_admin, pgsandbox_user;
 
 GRANT EXECUTE ON FUNCTION
-	pgsandbox.add_source(text, text, boolean),
+	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),

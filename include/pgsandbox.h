@@ -158,6 +158,7 @@ typedef struct SbxRequest
 	bool		schema_only;	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
 	bool		only_if_expired;	/* DROP on behalf of gc() */
 	bool		fresh;			/* CLONE: dump the live source */
+	bool		statistics;		/* CLONE: with the planner's statistics */
 	bool		both_kinds;		/* DROP_SNAPSHOT: schema-only and data */
 	char		schedule[SBX_SCHEDULE_MAX]; /* SCHEDULE; "" unschedules */
 	int			pool_size;		/* SET_POOL */
@@ -193,6 +194,7 @@ typedef struct SbxCloneJob
 	char		password[SBX_PASSWORD_LEN + 1];
 	char		source[NAMEDATALEN];
 	int64		source_generation;	/* of the source read for conninfo */
+	bool		statistics;		/* dump and restore the planner's statistics */
 	char		conninfo[SBX_CONNINFO_MAX];
 	bool		require_password;	/* source added by a non-superuser */
 	bool		schema_only;
@@ -348,6 +350,7 @@ typedef struct SbxCloneSpec
 	const char *labels;			/* text form of a jsonb object */
 	const SbxLocale *locale;	/* the source's, or NULL if not known */
 	const SbxSnapshotRef *snapshot; /* the snapshot to copy, NULL to dump */
+	bool		statistics;		/* a dump with the planner's statistics */
 } SbxCloneSpec;
 
 /* what a drop did */

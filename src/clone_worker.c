@@ -291,7 +291,14 @@ sbx_dump_argv(const char *archive, const char *section, List *extra)
 	args[n++] = "--no-subscriptions";
 	args[n++] = "--no-security-labels";
 	args[n++] = "--no-tablespaces";
-	if (sbx_job.schema_only)
+	if (sbx_job.statistics)
+	{
+		/* pg_dump 18: the schema, the rows unless schema only, statistics */
+		if (sbx_job.schema_only)
+			args[n++] = "--no-data";
+		args[n++] = "--statistics";
+	}
+	else if (sbx_job.schema_only)
 		args[n++] = "--schema-only";
 	if (archive)
 		args[n++] = psprintf("--file=%s", archive);
@@ -320,6 +327,8 @@ sbx_restore_argv(const char *list, const char *archive, const char *section)
 	args[n++] = "--no-security-labels";
 	args[n++] = "--no-tablespaces";
 	args[n++] = psprintf("--dbname=%s", sbx_job.name);
+	if (sbx_job.statistics)
+		args[n++] = "--statistics";
 	if (list)
 		args[n++] = psprintf("--use-list=%s", list);
 	if (section)
@@ -582,6 +591,8 @@ sbx_fill_sandbox(void)
 		/* pg_dump takes its snapshot of the source as it starts */
 		sbx_job.data_as_of = GetCurrentTimestamp();
 		sbx_dump_and_restore(dump_env, restore_env, info, NULL);
+		if (sbx_job.statistics)
+			sbx_note("with the planner's statistics of the source");
 	}
 	else
 	{

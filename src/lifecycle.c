@@ -118,6 +118,42 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 }
 
 /*
+ * In a worker transaction: may a clone of this source carry the planner's
+ * statistics?  They hold values of the source's columns (most common
+ * values, histogram bounds), so they are data: only an admin's
+ * allow_statistics lets them out, and never for a source with masking
+ * rules, whose masked columns' and excluded tables' values they hold too.
+ */
+static void
+sbx_check_statistics_allowed(const char *source)
+{
+	const char *args[1] = {source};
+	bool		isnull;
+	bool		allowed;
+	bool		has_rules;
+
+	sbx_spi("SELECT o.allow_statistics,"
+			"       EXISTS (SELECT 1 FROM pgsandbox.source_rule r WHERE r.source = o.name)"
+			"  FROM pgsandbox.source o WHERE o.name = $1",
+			SPI_OK_SELECT, 1, args);
+	allowed = SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	has_rules = SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (!allowed)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("source \"%s\" does not let its statistics be copied", source),
+				 errdetail("Statistics hold values of the source's columns."),
+				 errhint("An admin approves the source with add_source(..., allow_statistics => true).")));
+	if (has_rules)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the statistics of source \"%s\" cannot be copied: it has masking rules", source),
+				 errdetail("Statistics hold the most common values and histogram bounds of masked columns and excluded tables too.")));
+}
+
+/*
  * In a worker transaction: the quotas.  The worker takes clones one at a
  * time, so the counts are exact.  Snapshots and pool members not yet handed
  * out count against no one.
@@ -191,6 +227,9 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	sbx_xact_begin("pgsandbox: starting a clone");
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_check_clone_allowed(by, spec->source, spec->schema_only, job);
+	job->statistics = spec->statistics;
+	if (spec->statistics)
+		sbx_check_statistics_allowed(spec->source);
 	if (spec->kind == SBX_KIND_SANDBOX)
 		sbx_check_quotas(by);
 	sbx_pick_name(job->name);

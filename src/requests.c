@@ -251,9 +251,11 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	sbx_require_arg(fcinfo, 0, "source");
 	sbx_require_arg(fcinfo, 1, "schema_only");
 	sbx_require_arg(fcinfo, 3, "labels");
-	/* clone() of a catalog not yet updated to 0.3 has no fresh */
+	/* clone() of a catalog not yet updated has no fresh (0.3), statistics (0.5) */
 	if (PG_NARGS() > 4)
 		sbx_require_arg(fcinfo, 4, "fresh");
+	if (PG_NARGS() > 5)
+		sbx_require_arg(fcinfo, 5, "statistics");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -261,6 +263,22 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	req.schema_only = PG_GETARG_BOOL(1);
 	req.fresh = PG_NARGS() > 4 && PG_GETARG_BOOL(4);
+	req.statistics = PG_NARGS() > 5 && PG_GETARG_BOOL(5);
+	if (req.statistics)
+	{
+		/*
+		 * The planner's statistics are dumped by pg_dump 18 and restored
+		 * by its functions, from PostgreSQL 18 on.  A snapshot or a pool
+		 * member has none: such a clone is a dump of the live source.
+		 */
+#if PG_VERSION_NUM < 180000
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a clone with the planner's statistics needs PostgreSQL 18 or later"),
+				 errdetail("This server runs PostgreSQL %d.", PG_VERSION_NUM / 10000)));
+#endif
+		req.fresh = true;
+	}
 	req.ttl_secs = PG_ARGISNULL(2) ? sbx_default_ttl :
 		sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
 	if (PG_ARGISNULL(2) && req.ttl_secs > sbx_max_ttl)

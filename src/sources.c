@@ -70,18 +70,23 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	bool		trusted;
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxConninfoParts parts;
-	Oid			argtypes[8] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
-	TEXTOID, TEXTOID, BOOLOID};
-	Datum		values[8];
-	char		nulls[8];
+	Oid			argtypes[9] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID,
+	TEXTOID, TEXTOID, BOOLOID, BOOLOID};
+	Datum		values[9];
+	char		nulls[9];
+	bool		allow_statistics;
 	int			rc;
 
 	sbx_require_arg(fcinfo, 0, "source name");
 	sbx_require_arg(fcinfo, 1, "conninfo");
 	sbx_require_arg(fcinfo, 2, "allow_data");
+	/* add_source() of a catalog not yet updated to 0.5 has no statistics */
+	if (PG_NARGS() > 3)
+		sbx_require_arg(fcinfo, 3, "allow_statistics");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	allow_data = PG_GETARG_BOOL(2);
+	allow_statistics = PG_NARGS() > 3 && PG_GETARG_BOOL(3);
 
 	sbx_check_database();
 	sbx_require_admin();
@@ -114,6 +119,7 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 	SBX_PART(6, parts.user);
 #undef SBX_PART
 	values[7] = BoolGetDatum(!trusted);
+	values[8] = BoolGetDatum(allow_statistics);
 
 	SPI_connect();
 	rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
@@ -125,11 +131,18 @@ pgsandbox_add_source(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("source \"%s\" already exists", name),
 				 errhidestmt(true)));
-	rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
-							   "(name, conninfo, allow_data, host, port, dbname, \"user\","
-							   " require_password) "
-							   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-							   8, argtypes, values, nulls, false, 0);
+	if (PG_NARGS() > 3)
+		rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
+								   "(name, conninfo, allow_data, host, port, dbname, \"user\","
+								   " require_password, allow_statistics) "
+								   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+								   9, argtypes, values, nulls, false, 0);
+	else
+		rc = SPI_execute_with_args("INSERT INTO pgsandbox.source "
+								   "(name, conninfo, allow_data, host, port, dbname, \"user\","
+								   " require_password) "
+								   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+								   8, argtypes, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "could not add source: %s", SPI_result_code_string(rc));
 	SPI_finish();

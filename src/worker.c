@@ -681,6 +681,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.labels = req->labels;
 	spec.locale = &req->locale;
 	spec.snapshot = have_snapshot ? &snapshot : NULL;
+	spec.statistics = req->statistics;
 	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
 }
 
