@@ -96,8 +96,12 @@ else
 fi
 
 if [ $status -ne 0 ]; then
+	# the diffs, and the logs of the TAP files that failed
 	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
 		[ -f "$f" ] || continue
+		case "$f" in
+		*/regress_log_*) grep -qE '^\[[0-9:.]+\]\([0-9.]+s\) not ok|Looks like|BAIL OUT|died' "$f" || continue ;;
+		esac
 		echo "=== $f (last 60 lines)"
 		tail -n 60 "$f"
 	done

@@ -69,8 +69,12 @@ status=0
 "${run[@]}" -u postgres "$version" make -C "$work" -s "${make_args[@]}" || status=$?
 
 if [ $status -ne 0 ]; then
+	# the diffs, and the logs of the TAP files that failed
 	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
 		[ -f "$f" ] || continue
+		case "$f" in
+		*/regress_log_*) grep -qE '^\[[0-9:.]+\]\([0-9.]+s\) not ok|Looks like|BAIL OUT|died' "$f" || continue ;;
+		esac
 		echo "=== $f (last 40 lines)"
 		tail -n 40 "$f"
 	done
