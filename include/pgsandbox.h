@@ -618,6 +618,13 @@ extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
 /* the key masking expressions may hash with (mask_key.c) */
 #define SBX_MASK_KEY_SETTING	"pgsandbox_mask.key"
 
+/*
+ * How a rule's expression is put into a statement, wherever it is parsed
+ * or sent: parenthesized, a newline before the closing parenthesis so that
+ * a line comment at its end cannot swallow what follows.
+ */
+#define SBX_MASK_EXPR_FORMAT	"(%s\n)"
+
 /* what a rule of an admin who is not a superuser may use (mask_expr.c) */
 extern char *sbx_mask_functions_setting;
 extern const char *sbx_mask_expression_refused(const char *expression);

@@ -110,6 +110,11 @@ SELECT c AS call, pg_temp.sqlstate_of(c) AS sqlstate
                ($$pgsandbox.include_data('mask', 'app.audit_*')$$),
                ($$pgsandbox.unmask('mask', 'app.customers.email')$$)) v(c);
 
+-- a rule cannot end in a comment that would reach into the next one, as
+-- the rules of a table are sent together
+SELECT pgsandbox.mask('mask', 'app.customers.full_name', $$NULL) --$$);
+SELECT pgsandbox.mask('mask', 'app.customers.full_name', $$NULL /*$$);
+
 -- none of that changed anything
 SELECT (SELECT count(*) FROM pgsandbox.source_rule) = rules AS rules_unchanged,
        (SELECT string_agg(name || '=' || rules_version, ',' ORDER BY name) FROM pgsandbox.source) = versions
@@ -161,6 +166,11 @@ SELECT pgsandbox.mask('mask', 'app.customers.email', $$string_agg(email, ',')$$)
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$md5(email) || session_user$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_database()$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$CASE WHEN id > 1 THEN version() END$$);
+-- forms the parser turns into function calls: a field selection, a
+-- qualified column reference
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$('/etc/passwd').pg_read_file$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$(email).pg_read_file || ''$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$customers.email$$);
 RESET ROLE;
 SELECT count(*) = n AND max(added_at) = last AS rules_unchanged
   FROM pgsandbox.source_rule, rules_before GROUP BY n, last;

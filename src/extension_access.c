@@ -18,7 +18,8 @@
  *	  configuration tables;
  *	- SELECT on their configuration tables and sequences;
  *	- INSERT, UPDATE and DELETE on those tables, USAGE and UPDATE on those
- *	  sequences, only for the extensions of sbx_writable_config below.  A
+ *	  sequences, only for the extensions of sbx_writable_config below (only
+ *	  pg_partman).  A
  *	  configuration table may steer what the extension's C code does with
  *	  the server's own rights: orafce's utl_file.utl_file_dir lists the
  *	  directories its UTL_FILE functions may write, so a role that could
@@ -42,9 +43,11 @@
 /*
  * Extensions whose configuration tables the sandbox role may write: what
  * they hold only shapes the sandbox role's own tables (pg_partman's
- * partition sets) or is reference data (PostGIS's spatial_ref_sys).
+ * partition sets).  Not PostGIS: spatial_ref_sys's proj4text goes to PROJ,
+ * which opens the files it names (+init=, +nadgrids=) with the server's
+ * rights.
  */
-static const char *const sbx_writable_config[] = {"pg_partman", "postgis"};
+static const char *const sbx_writable_config[] = {"pg_partman"};
 
 /* Run one GRANT, or fail. */
 static void

@@ -255,6 +255,12 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	 */
 	if (!spec->snapshot && !spec->schema_only)
 		job->masked = sbx_read_rules(spec->source, job);
+	/* rules set since the check above: statistics would carry their values */
+	if (spec->statistics && job->masked)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the statistics of source \"%s\" cannot be copied: it has masking rules",
+						spec->source)));
 	snprintf(rules_version, sizeof(rules_version), "%d", job->rules_version);
 	args[10] = rules_version;
 	args[11] = job->masked ? "true" : "false";

@@ -16,12 +16,11 @@
  * data clone reads a row (the settings below, or its author's being a
  * superuser, may have changed since).  It may hold only
  *
- *	- references to the row's columns, constants and parameters-free
- *	  literals;
+ *	- references to the row's columns, by their bare names, and constants;
  *	- operators not qualified by a schema other than pg_catalog, AND, OR,
  *	  NOT, IS [NOT] NULL, IS [NOT] TRUE and the like, [NOT] IN, LIKE,
  *	  BETWEEN, CASE, COALESCE, NULLIF, GREATEST, LEAST, ROW(), ARRAY[],
- *	  subscripts, COLLATE, CURRENT_DATE and the other clock values;
+ *	  array subscripts, COLLATE, CURRENT_DATE and the other clock values;
  *	- casts to types named without a schema, or in pg_catalog;
  *	- calls of the functions of sbx_mask_functions below (functions of
  *	  pg_catalog that compute a value from their arguments and nothing
@@ -29,7 +28,16 @@
  *	  current_setting('pgsandbox_mask.key'), the masking key.
  *
  * Everything else is refused: subqueries, aggregates and window calls,
- * current_user and the other session values, any other function.  The
+ * current_user and the other session values, any other function.  So are
+ * two forms the parser turns into function calls without a FuncCall node:
+ * a field selection, (x).f, which calls f(x) when x has no field f, and a
+ * qualified column reference, t.f, which calls f(t) when t has no column
+ * f; a column is named by its bare name only.
+ *
+ * A rule's text is checked alone, but sent beside the table's other rules
+ * in one statement: each is parsed, and embedded, followed by a newline,
+ * so that a line comment it ends with cannot reach into the next one
+ * (SBX_MASK_EXPR_FORMAT).  The
  * reader's search_path is pg_catalog alone, so a name without a schema is
  * pg_catalog's; the functions and operators of pg_catalog belong to the
  * bootstrap superuser, and only a superuser can change them.
@@ -173,11 +181,9 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 	switch (nodeTag(node))
 	{
 		case T_List:
-		case T_String:			/* a field name in an indirection */
 		case T_A_Const:
 		case T_A_ArrayExpr:
 		case T_A_Indices:
-		case T_A_Indirection:
 		case T_BoolExpr:
 		case T_BooleanTest:
 		case T_CaseExpr:
@@ -192,13 +198,27 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 
 		case T_ColumnRef:
 			{
+				List	   *fields = ((ColumnRef *) node)->fields;
+
+				/* t.f may be f(t): a column by its bare name only */
+				if (list_length(fields) != 1 || !IsA(linitial(fields), String))
+				{
+					check->refused = "a qualified column reference";
+					return true;
+				}
+			}
+			break;
+
+		case T_A_Indirection:
+			{
 				ListCell   *lc;
 
-				foreach(lc, ((ColumnRef *) node)->fields)
+				/* (x).f may be f(x): subscripts only */
+				foreach(lc, ((A_Indirection *) node)->indirection)
 				{
-					if (!IsA(lfirst(lc), String))
+					if (!IsA(lfirst(lc), A_Indices))
 					{
-						check->refused = "*";
+						check->refused = "a field selection";
 						return true;
 					}
 				}
@@ -293,14 +313,19 @@ sbx_mask_expression_refused(const char *expression)
 	if (!SplitIdentifierString(setting, ',', &check.extra))
 		check.extra = NIL;		/* the setting's check hook refuses it */
 
-	stmts = raw_parser(psprintf("SELECT (%s)", expression), RAW_PARSE_DEFAULT);
+	stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
 	if (list_length(stmts) != 1 ||
 		!IsA(((RawStmt *) linitial(stmts))->stmt, SelectStmt))
 		return "more than one expression";
 	select = (SelectStmt *) ((RawStmt *) linitial(stmts))->stmt;
 	if (list_length(select->targetList) != 1 || select->fromClause != NIL ||
-		select->whereClause != NULL || select->withClause != NULL ||
-		select->op != SETOP_NONE)
+		select->whereClause != NULL || select->groupClause != NIL ||
+		select->havingClause != NULL || select->windowClause != NIL ||
+		select->sortClause != NIL || select->limitCount != NULL ||
+		select->limitOffset != NULL || select->lockingClause != NIL ||
+		select->withClause != NULL || select->op != SETOP_NONE ||
+		select->distinctClause != NIL || select->intoClause != NULL ||
+		select->valuesLists != NIL)
 		return "more than one expression";
 	if (sbx_check_expr_walker(((ResTarget *) linitial(select->targetList))->val, &check))
 		return check.refused;

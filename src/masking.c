@@ -41,6 +41,7 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/varlena.h"
 
 /* a table whose rows are read through masks */
 typedef struct SbxMaskedTable
@@ -338,6 +339,62 @@ sbx_check_rules_rights(SbxMasking *m, List *masks)
 }
 
 /*
+ * A function outside pg_catalog that pgsandbox.mask_functions lets the
+ * rules of admins who are not superusers call runs with the rights of the
+ * source's login: in the source, every function of that name must belong
+ * to a superuser, or its owner could replace it.  Checked when such a rule
+ * exists, in the clone's snapshot.
+ */
+static void
+sbx_check_listed_functions(SbxMasking *m, List *masks)
+{
+	bool		untrusted = false;
+	List	   *listed;
+	ListCell   *lc;
+
+	foreach(lc, masks)
+		untrusted |= !((SbxMaskRule *) lfirst(lc))->trusted;
+	if (!untrusted || sbx_mask_functions_setting == NULL ||
+		!SplitIdentifierString(pstrdup(sbx_mask_functions_setting), ',', &listed))
+		return;
+	foreach(lc, listed)
+	{
+		char	   *entry = lfirst(lc);
+		char	   *dot = strchr(entry, '.');
+		const char *params[2];
+		PGresult   *res;
+
+		if (dot == NULL)
+			continue;			/* pg_catalog's */
+		*dot = '\0';
+		params[0] = entry;
+		params[1] = dot + 1;
+		res = sbx_reader_exec(m,
+							  "SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text"
+							  "  FROM pg_catalog.pg_proc p"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+							  " WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND p.proname OPERATOR(pg_catalog.=) $2"
+							  "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r"
+							  "                    WHERE r.oid OPERATOR(pg_catalog.=) p.proowner AND r.rolsuper)"
+							  " ORDER BY 1 LIMIT 1",
+							  2, params, PGRES_TUPLES_OK);
+		if (PQntuples(res) > 0)
+		{
+			char	   *func = pstrdup(PQgetvalue(res, 0, 0));
+
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("function %s of source \"%s\", listed in pgsandbox.mask_functions, belongs to a role that is not a superuser",
+							func, m->source),
+					 errdetail("Its owner could replace it, and the masking rules of administrators who are not superusers would run it with the rights of the source's login."),
+					 errhint("Have a superuser own it, or take it out of pgsandbox.mask_functions.")));
+		}
+		PQclear(res);
+	}
+}
+
+/*
  * The rules are SQL in the admin database's encoding, sent to the source as
  * they are: where the source has another, they must be ASCII, or they
  * would read otherwise there.
@@ -380,8 +437,11 @@ sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, int rules_e
  * of a type in the source may create casts from it) could run that role's
  * code with the rights of the source's login: such a cast fails the clone,
  * whoever wrote the rules.  The types are the columns' (with the base
- * types of domains, element types of arrays and attribute types of
- * composites) and the tables' row types.
+ * types of domains, element types of arrays, subtypes of ranges and
+ * multiranges and attribute types of composites) and the tables' row
+ * types.  The check reads the catalog in the clone's snapshot: a cast
+ * created after it began is not seen (the README says what to do where a
+ * source's owners are not trusted).
  */
 static void
 sbx_check_column_casts(SbxMasking *m)
@@ -400,7 +460,7 @@ sbx_check_column_casts(SbxMasking *m)
 						 ((SbxMaskedTable *) lfirst(lc))->relid);
 	appendStringInfoChar(&relids, '}');
 	params[0] = relids.data;
-	res = sbx_reader_exec(m,
+	res = sbx_reader_exec(m, psprintf(
 						  "WITH RECURSIVE types(typ) AS ("
 						  "  SELECT typ FROM ("
 						  "    SELECT a.atttypid FROM pg_catalog.pg_attribute a"
@@ -413,6 +473,8 @@ sbx_check_column_casts(SbxMasking *m)
 						  "  SELECT v.typ FROM types"
 						  "    JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) types.typ,"
 						  "    LATERAL (SELECT t.typbasetype UNION ALL SELECT t.typelem"
+						  "             UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r"
+						  "              WHERE r.rngtypid OPERATOR(pg_catalog.=) t.oid%s"
 						  "             UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a"
 						  "              WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid"
 						  "                AND t.typrelid OPERATOR(pg_catalog.<>) 0"
@@ -427,6 +489,9 @@ sbx_check_column_casts(SbxMasking *m)
 						  "    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r"
 						  "                     WHERE r.oid OPERATOR(pg_catalog.=) p.proowner AND r.rolsuper)"
 						  "  ORDER BY 1, 2 LIMIT 1",
+						  /* multiranges are PostgreSQL 14's */
+						  PQserverVersion(m->reader) >= 140000
+						  ? " OR r.rngmultitypid OPERATOR(pg_catalog.=) t.oid" : ""),
 						  1, params, PGRES_TUPLES_OK);
 	if (PQntuples(res) > 0)
 	{
@@ -546,7 +611,7 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
 			appendStringInfoString(&column_list, ", ");
 		}
 		if (expression)
-			appendStringInfo(&select_list, "(%s)", expression);
+			appendStringInfo(&select_list, SBX_MASK_EXPR_FORMAT, expression);
 		else
 			appendStringInfoString(&select_list, sbx_remote_quote_ident(column));
 		appendStringInfoString(&column_list, sbx_remote_quote_ident(column));
@@ -625,6 +690,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 	sbx_resolve_exclusions(m, patterns, &excluded_oids);
 	sbx_resolve_masks(m, masks, excluded_oids);
 	sbx_check_column_casts(m);
+	sbx_check_listed_functions(m, masks);
 	foreach(lc, m->masked)
 	{
 		SbxMaskedTable *table = lfirst(lc);
@@ -745,8 +811,8 @@ sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *
  * snapshot keeps the table from being renamed, moved or dropped, but not
  * its schema from being renamed, and another relation put in its place:
  * a view, say, with the real values under a column no rule masks.  So the
- * name must still lead to the same table just before the COPY, and the
- * COPY itself reads with TABLESAMPLE SYSTEM (100), which reads every row
+ * name must still lead to the same table just before the COPY and just
+ * after it, and the COPY itself reads with TABLESAMPLE SYSTEM (100), which reads every row
  * and stands only on a table or a materialized view (so no view), and
  * keeps only rows whose tableoid is the table's (so no other table).
  */
@@ -839,6 +905,8 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		sbx_masked_write_failed(sandbox, table, res);
 	PQclear(res);
+	/* a swap during the COPY left its rows out: fail rather than be empty */
+	sbx_check_same_table(m, table);
 	elog(DEBUG1, "copied " INT64_FORMAT " bytes of masked rows into %s",
 		 rows_bytes, table->qualified);
 }

@@ -90,7 +90,7 @@ sbx_parse_expression(const char *expression)
 
 	PG_TRY();
 	{
-		stmts = raw_parser(psprintf("SELECT (%s)", expression), RAW_PARSE_DEFAULT);
+		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
 	}
 	PG_CATCH();
 	{
@@ -313,7 +313,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 
 			/* plan it against the table, reading no row */
 			res = libpqsrv_exec_params(conn,
-									   psprintf("SELECT (%s) FROM ONLY %s LIMIT 0",
+									   psprintf("SELECT " SBX_MASK_EXPR_FORMAT " FROM ONLY %s LIMIT 0",
 												expression, sql_name),
 									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 			if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -337,7 +337,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 			 * some.  A WHERE clause allows neither, nor window functions.
 			 */
 			res = libpqsrv_exec_params(conn,
-									   psprintf("SELECT FROM ONLY %s WHERE (%s) IS NULL LIMIT 0",
+									   psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " IS NULL LIMIT 0",
 												sql_name, expression),
 									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 			if (PQresultStatus(res) != PGRES_TUPLES_OK)

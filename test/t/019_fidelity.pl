@@ -144,10 +144,13 @@ is( in_sandbox($conninfo,
 is( in_sandbox($conninfo,
 		"SELECT pg_get_userbyid(relowner) = current_user FROM pg_class WHERE oid = 'spatial_ref_sys'::regclass"),
 	'f', '(b) spatial_ref_sys stays the extension\'s, not the sandbox role\'s');
-is( in_sandbox($conninfo, q{INSERT INTO spatial_ref_sys (srid, auth_name, auth_srid, srtext, proj4text)
-	SELECT 910002, 'sandbox', 910002, srtext, proj4text FROM spatial_ref_sys WHERE srid = 3857;
-	SELECT count(*) FROM spatial_ref_sys WHERE srid = 910002}),
-	'1', '(b) the sandbox role may add an SRID of its own, as the source\'s owner could');
+# spatial_ref_sys's proj4text names files PROJ opens with the server's
+# rights: the sandbox role reads it, and may not change it
+my ($ret_srs, $out_srs, $err_srs) = sandbox_psql($node, $conninfo,
+	q{INSERT INTO spatial_ref_sys (srid, auth_name, auth_srid, srtext, proj4text)
+	SELECT 910002, 'sandbox', 910002, srtext, '+init=/etc/passwd' FROM spatial_ref_sys WHERE srid = 3857});
+like($err_srs, qr/permission denied for table spatial_ref_sys/,
+	'(b) the sandbox role may not add an SRID, whose proj4text PROJ would read files by');
 
 add_source('partman');
 $node->safe_psql('partman', q{

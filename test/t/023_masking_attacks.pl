@@ -120,6 +120,11 @@ sq(q{UPDATE pgsandbox.source_rule SET expression = 'public.evil(email)'});
 like(failed_clone('app', 'a non-superuser\'s rule calling a function'),
 	qr/masking rule "public\.customers\.email" of source "app" uses function public\.evil/,
 	'the clone fails, naming the rule and the function');
+# a field selection calls a function without naming it as a call
+sq(q{UPDATE pgsandbox.source_rule SET expression = $$('global/1260').pg_read_binary_file::text$$});
+like(failed_clone('app', 'a non-superuser\'s rule selecting a field'),
+	qr/masking rule "public\.customers\.email" of source "app" uses a field selection/,
+	'the clone fails, naming the rule');
 sq("DELETE FROM pgsandbox.source_rule");
 
 # a superuser's rule calling its own function works as before
