@@ -94,6 +94,24 @@ CREATE MATERIALIZED VIEW app.kinds AS SELECT kind, count(*) AS n FROM app.custom
 	is(in_sandbox($conn, q{SELECT count(*) FROM pg_indexes WHERE schemaname = 'app'}), '3',
 		"PostgreSQL $v source: its indexes are there");
 
+	# schema_diff: the views print differently on the two majors (from 16
+	# on, without their table's name), yet an unchanged schema shows no
+	# difference, and a changed view shows, both sides printed alike
+	is(sq("SELECT pgsandbox.schema_diff('$sbx')"), '{"added": [], "changed": [], "dropped": []}',
+		"PostgreSQL $v source: schema_diff right after the clone is empty");
+	my $viewdef = q{SET search_path = pg_catalog; SELECT pg_get_viewdef('app.emails'::regclass)};
+	my $restored = in_sandbox($conn, $viewdef);
+	isnt($restored, fq($v, $db, $viewdef), "PostgreSQL $v source: its view prints differently here")
+	  if $v < 16 && $host_major >= 16;
+	in_sandbox($conn, q{CREATE OR REPLACE VIEW app.emails AS SELECT id, email FROM app.customers WHERE id > 1});
+	is( sq( qq{SELECT string_agg(c->>'kind' || ' ' || (c->>'name') || ': '
+			|| (c->'before'->>'definition') || ' => ' || (c->'after'->>'definition'), ' | ')
+			FROM jsonb_array_elements(pgsandbox.schema_diff('$sbx')->'changed') c}),
+		"view app.emails: $restored => " . in_sandbox($conn, $viewdef),
+		"PostgreSQL $v source: a changed view is the one change, both sides printed by the sandbox's server");
+	is(sq("SELECT jsonb_array_length(d->'added') + jsonb_array_length(d->'dropped') FROM pgsandbox.schema_diff('$sbx') d"),
+		'0', "PostgreSQL $v source: and nothing is added or dropped");
+
 	# masked
 	sq(qq{SELECT pgsandbox.mask('$source', 'app.customers.email', \$\$'c' || id || '\@example.invalid'\$\$)});
 	($sbx, $conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('$source', schema_only => false)");
