@@ -32,6 +32,7 @@
 #define SBX_PASSWORD_LEN		32		/* characters of a sandbox password */
 #define SBX_MESSAGE_MAX			256
 #define SBX_DETAIL_MAX			1024
+#define SBX_COPY_HOW_MAX		256
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
@@ -59,8 +60,12 @@ extern int	sbx_copy_strategy;
 typedef enum SbxCopyStrategy
 {
 	SBX_COPY_WAL_LOG,
-	SBX_COPY_FILE_COPY
+	SBX_COPY_FILE_COPY,
+	SBX_COPY_AUTO
 } SbxCopyStrategy;
+
+/* copy_method.c */
+extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
 
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
@@ -213,6 +218,8 @@ typedef struct SbxCloneJob
 	char		snapshot_name[NAMEDATALEN];
 	char		snapshot_role[NAMEDATALEN];
 	bool		copy_stage;
+	char		copy_how[SBX_COPY_HOW_MAX]; /* the strategy the copy took, for
+											 * its event */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
 

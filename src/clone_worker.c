@@ -629,19 +629,27 @@ sbx_fill_sandbox(void)
 /*
  * The first half of a copy of a snapshot: the database, made closed to
  * connections and owned by the sandbox role, with the strategy
- * pgsandbox.copy_strategy names.
+ * pgsandbox.copy_strategy names or, for auto, the one the filesystem allows
+ * (copy_method.c).
  */
 static void
 sbx_copy_snapshot(void)
 {
+	const char *strategy;
+
 	sbx_phase(SBX_PHASE_COPYING, -1);
+	/* it reads the catalog; a setting it makes outlives the transaction */
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	strategy = sbx_choose_copy_method(sbx_job.snapshot_dboid, sbx_job.copy_how,
+									  sizeof(sbx_job.copy_how));
+	CommitTransactionCommand();
 	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
 								  " STRATEGY %s ALLOW_CONNECTIONS false",
 								  quote_identifier(sbx_job.name),
 								  quote_identifier(sbx_job.name),
 								  quote_identifier(sbx_job.snapshot_name),
-								  sbx_copy_strategy == SBX_COPY_FILE_COPY
-								  ? "file_copy" : "wal_log"),
+								  strategy),
 						 "pgsandbox: copying a snapshot");
 }
 
@@ -707,6 +715,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		job->finished = true;
 		job->ok = ok;
 		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
+		strlcpy(job->copy_how, sbx_job.copy_how, sizeof(job->copy_how));
 		job->data_as_of = sbx_job.data_as_of;
 		job->sqlerrcode = sqlerrcode;
 		strlcpy(job->message, message ? message : "", sizeof(job->message));

@@ -548,9 +548,10 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 	if (SPI_processed != 1)
 		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", job->sandbox_id);
 	how = job->snapshot_id ? "copied from a snapshot" : "cloned";
+	how = job->copy_how[0] ? psprintf("%s in %.1f s (%s)", how, seconds, job->copy_how)
+		: psprintf("%s in %.1f s", how, seconds);
 	if (job->kind == SBX_KIND_POOL)
-		sbx_log_event(job->name, "pool_fill", actor,
-					  psprintf("%s in %.1f s", how, seconds));
+		sbx_log_event(job->name, "pool_fill", actor, how);
 	else
 	{
 		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
@@ -560,8 +561,7 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 		sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 				" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
 		sbx_log_event(job->name, "ready", actor,
-					  job->notes[0] ? psprintf("%s in %.1f s; %s", how, seconds, job->notes)
-					  : psprintf("%s in %.1f s", how, seconds));
+					  job->notes[0] ? psprintf("%s; %s", how, job->notes) : how);
 	}
 	sbx_xact_commit();
 	return expires_at;

@@ -41,11 +41,12 @@ char	   *sbx_bin_dir = NULL;
 int			sbx_max_sandboxes = 100;
 int			sbx_max_sandboxes_per_owner = 10;
 bool		sbx_locale_fallback = false;
-int			sbx_copy_strategy = SBX_COPY_WAL_LOG;
+int			sbx_copy_strategy = SBX_COPY_AUTO;
 
 static const struct config_enum_entry sbx_copy_strategy_options[] = {
 	{"wal_log", SBX_COPY_WAL_LOG, false},
 	{"file_copy", SBX_COPY_FILE_COPY, false},
+	{"auto", SBX_COPY_AUTO, false},
 	{NULL, 0, false}
 };
 
@@ -151,9 +152,10 @@ _PG_init(void)
 
 	DefineCustomEnumVariable("pgsandbox.copy_strategy",
 							 "How a clone copies a snapshot: CREATE DATABASE's STRATEGY.",
+							 "auto clones the files on PostgreSQL 18 where the filesystem shares blocks (XFS with reflink, Btrfs), and uses wal_log elsewhere; "
 							 "wal_log copies page by page through the WAL; file_copy copies files and forces two checkpoints.",
 							 &sbx_copy_strategy,
-							 SBX_COPY_WAL_LOG,
+							 SBX_COPY_AUTO,
 							 sbx_copy_strategy_options,
 							 PGC_SIGHUP,
 							 0,

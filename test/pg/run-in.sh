@@ -52,7 +52,7 @@ root=$(pgsbx_root "$version")
 # settings the caller set, nothing else of the host's.
 passenv=()
 for v in PG_TEST_TIMEOUT_DEFAULT PG_TEST_EXTRA PROVE_FLAGS PROVE_TESTS \
-		 PGSANDBOX_PAGILA_DIR PGSANDBOX_FOREIGN LANG LC_ALL TZ WERROR; do
+		 PGSANDBOX_PAGILA_DIR PGSANDBOX_FOREIGN PGSANDBOX_COW_DIR LANG LC_ALL TZ WERROR; do
 	[ -n "${!v+x}" ] && passenv+=("$v=${!v}")
 done
 home=/root

@@ -36,10 +36,11 @@ sub superuser_name
 
 # A started node with pgsandbox preloaded and installed in "postgres".
 # $conf is appended to postgresql.conf; $version, if given, is the version
-# of the extension to install instead of the default one.
+# of the extension to install instead of the default one; $before_start, if
+# given, is called with the node after initdb, before the server starts.
 sub sandbox_node
 {
-	my ($name, $conf, $version) = @_;
+	my ($name, $conf, $version, $before_start) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	my $su = superuser_name();
 
@@ -59,6 +60,8 @@ sub sandbox_node
 	print $hba "local all all scram-sha-256\n";
 	close $hba;
 
+	# e.g. to move the data directory's base onto another filesystem
+	$before_start->($node) if defined $before_start;
 	$node->start;
 	$node->safe_psql('postgres',
 		'CREATE EXTENSION pgsandbox' . (defined $version ? " VERSION '$version'" : ''));
