@@ -112,11 +112,13 @@ my @long = map {
 	start_psql($node, $node->connstr('postgres') . " application_name=long$_",
 		"SELECT name FROM pgsandbox.clone('slower', schema_only => false)")
 } 1 .. 2;
+# both made their databases (a clone worker makes it first) and are filling them
 is(poll_value($node,
 		"SELECT (SELECT count(*) FROM pgsandbox.sandboxes WHERE status = 'cloning') || '|' ||"
-		  . " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone')",
-		'2|2', 30),
-	'2|2', 'two long clones occupy both slots');
+		  . " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone') || '|' ||"
+		  . " (SELECT count(*) FROM pgsandbox.progress WHERE phase = 'restoring')",
+		'2|2|2', 30),
+	'2|2|2', 'two long clones occupy both slots');
 my @cloning = split /\n/, $node->safe_psql('postgres',
 	"SELECT name FROM pgsandbox.sandboxes WHERE status = 'cloning' ORDER BY name");
 
