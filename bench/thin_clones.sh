@@ -153,6 +153,22 @@ EOF
 		record "$smallest" "load_tps_$strategy" 1 "$tps"
 		record "$smallest" "load_copies_per_min_$strategy" 1 "$((copies * 60 / LOAD_SECS))"
 	done
+
+	# eight copies asked for at once, four at a time: the checkpoints they cost
+	q -c "ALTER SYSTEM SET pgsandbox.copy_strategy = 'auto'" \
+		-c 'ALTER SYSTEM SET pgsandbox.max_concurrent_clones = 4' -c 'SELECT pg_reload_conf()' >/dev/null
+	c0=$(q -c 'SELECT num_requested FROM pg_stat_checkpointer')
+	pids=()
+	for i in 1 2 3 4 5 6 7 8; do
+		q -c "SELECT name FROM pgsandbox.clone('sl', schema_only => false)" >"$dir/at_once.$i" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	c1=$(q -c 'SELECT num_requested FROM pg_stat_checkpointer')
+	record "$smallest" checkpoints_for_8_copies 1 "$((c1 - c0))"
+	for i in 1 2 3 4 5 6 7 8; do
+		q -c "SELECT pgsandbox.drop('$(cat "$dir/at_once.$i")')" >/dev/null
+	done
 	exit 0
 fi
 
@@ -168,9 +184,13 @@ for s in $SCALES; do
 done
 
 bash "$repo/test/pg/provision.sh" 18 >/dev/null
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
 work=$(mktemp -d /tmp/pgsandbox-thin.XXXXXX)
 cow=""
 cleanup() {
+	# the raw figures are kept, whatever happened
+	[ -f "$work/thin_clones.csv" ] && cp "$work/thin_clones.csv" "$OUTDIR/thin_clones.csv"
 	[ -n "$cow" ] && bash "$repo/test/pg/cow.sh" stop "$work/cow"
 	rm -rf "$work"
 }
@@ -182,9 +202,8 @@ run=("$repo/test/pg/run-in.sh" -b "$work")
 "${run[@]}" 18 make -C "$work" -s install
 cow=$(bash "$repo/test/pg/cow.sh" start "$work/cow" "$COW_SIZE")
 run+=(-b "$cow")
-mkdir -p "$work/ext4" "$OUTDIR"
+mkdir -p "$work/ext4"
 chown -R postgres: "$work"
-OUTDIR=$(cd "$OUTDIR" && pwd)
 csv=$work/thin_clones.csv
 echo "fs,scale,what,run,value" >"$csv"
 chown postgres: "$csv"
@@ -231,5 +250,8 @@ for fs in fss:
         cpm = [r for r in rows if r['fs'] == fs and r['what'] == 'load_copies_per_min_' + st]
         if tps:
             print(f"  pgbench load, copy_strategy {st}: {float(tps[0]['value']):.0f} tps, {cpm[0]['value']} copies a minute")
+    ck = [r for r in rows if r['fs'] == fs and r['what'] == 'checkpoints_for_8_copies']
+    if ck:
+        print(f"  8 copies asked for at once (4 clone slots): {ck[0]['value']} checkpoints requested (2 per copy if none were shared: 16)")
 EOF
 } | tee "$out"
