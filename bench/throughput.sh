@@ -73,6 +73,26 @@ say() {
 say "pgsandbox throughput, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(as_pg postgres --version), commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 say "$CALLERS callers at once, max_concurrent_clones = $SLOTS, $RUNS rounds each"
 
+# The steps of a clone that one process runs in turn, timed alone, ten
+# times each in one session (psql's \timing): where a serial lifecycle
+# worker's time would go.
+step_ms() {
+	as_pg psql -X -q -v ON_ERROR_STOP=1 -c '\timing on' "$@" |
+		sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+args=()
+for i in $(seq 1 10); do args+=(-c "CREATE DATABASE step_$i TEMPLATE template0"); done
+say "  CREATE DATABASE ... TEMPLATE template0 (WAL_LOG), alone: median $(step_ms "${args[@]}") ms"
+args=()
+for i in $(seq 1 10); do args+=(-c "DROP DATABASE step_$i"); done
+as_pg psql -X -q "${args[@]}" >/dev/null
+args=()
+for i in $(seq 1 10); do args+=(-c "CREATE ROLE step_$i LOGIN PASSWORD 'x$i-Secret'"); done
+say "  CREATE ROLE ... LOGIN PASSWORD (SCRAM), alone: median $(step_ms "${args[@]}") ms"
+args=()
+for i in $(seq 1 10); do args+=(-c "DROP ROLE step_$i"); done
+as_pg psql -X -q "${args[@]}" >/dev/null
+
 # one round: every caller at once; prints "seconds busiest"
 round() {
 	local schema_only=$1 t0 t1 busiest=0 n pids=() sampler failed=0
@@ -97,7 +117,7 @@ round() {
 	[ "$failed" = 0 ] || die "$failed clones failed: $(cat "$tmp"/c*.err | sort | uniq -c | head -n 3)"
 	busiest=$(sort -n "$tmp/busy" | tail -n 1)
 	# every sandbox dropped before the next round
-	q "SELECT count(pgsandbox.drop(name)) FROM pgsandbox.sandboxes" >/dev/null
+	q "SELECT count(pgsandbox.drop(name)) FROM pgsandbox.sandboxes WHERE status = 'ready'" >/dev/null
 	for _ in $(seq 1 600); do
 		n=$(q "SELECT count(*) FROM pg_database WHERE datname LIKE 'sbx\\_%'
 		       AND datname NOT IN (SELECT name FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status = 'ready')")
