@@ -209,19 +209,15 @@ typedef struct SbxCloneJob
 										 * left out or changed */
 
 	/*
-	 * copy_stage: the database is still to be made, by a clone worker
-	 * connected to pgsandbox.database, before a second one fills it (a dump
-	 * of the source) or adopts it (a copy of a snapshot).  create_options:
-	 * the encoding and locale options of an empty database for a dump.
+	 * A copy of a snapshot: its database and the role owning its objects.
+	 * copy_stage: the database is still to be copied (by a clone worker
+	 * connected to pgsandbox.database), before a second one adopts it.
 	 */
-	bool		copy_stage;
-	char		create_options[SBX_DETAIL_MAX];
-
-	/* A copy of a snapshot: its database and the role owning its objects. */
 	int64		snapshot_id;	/* 0 for a dump of the source */
 	Oid			snapshot_dboid;
 	char		snapshot_name[NAMEDATALEN];
 	char		snapshot_role[NAMEDATALEN];
+	bool		copy_stage;
 	char		copy_how[SBX_COPY_HOW_MAX]; /* the strategy the copy took, for
 											 * its event */
 

@@ -627,27 +627,15 @@ sbx_fill_sandbox(void)
 }
 
 /*
- * The first half of a clone: its database, made closed to connections and
- * owned by the sandbox role.  For a dump of the source it is empty, with the
- * source's encoding and locale; for a copy of a snapshot it is the copy,
- * with the strategy pgsandbox.copy_strategy names or, for auto, the one the
- * filesystem allows (copy_method.c).
+ * The first half of a copy of a snapshot: the database, made closed to
+ * connections and owned by the sandbox role, with the strategy
+ * pgsandbox.copy_strategy names or, for auto, the one the filesystem allows
+ * (copy_method.c).
  */
 static void
-sbx_create_database(void)
+sbx_copy_snapshot(void)
 {
 	const char *strategy;
-
-	if (sbx_job.snapshot_id == 0)
-	{
-		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-									  " ALLOW_CONNECTIONS false",
-									  quote_identifier(sbx_job.name),
-									  quote_identifier(sbx_job.name),
-									  sbx_job.create_options),
-							 "pgsandbox: creating a sandbox database");
-		return;
-	}
 
 	sbx_phase(SBX_PHASE_COPYING, -1);
 	/* it reads the catalog; a setting it makes outlives the transaction */
@@ -754,7 +742,7 @@ sbx_clone_worker_main(Datum main_arg)
 	if (!sbx_job.in_use || sbx_job.sandbox_id != sandbox_id)
 		proc_exit(0);
 
-	/* the first half of a clone makes the database it would connect to */
+	/* the first half of a copy makes the database it would connect to */
 	if (sbx_job.copy_stage)
 		BackgroundWorkerInitializeConnection(sbx_database, NULL, 0);
 	else
@@ -770,7 +758,7 @@ sbx_clone_worker_main(Datum main_arg)
 	PG_TRY();
 	{
 		if (sbx_job.copy_stage)
-			sbx_create_database();
+			sbx_copy_snapshot();
 		else if (sbx_job.snapshot_id != 0)
 			sbx_adopt_copy();
 		else

@@ -80,10 +80,7 @@ sbx_progress_database(int j, Oid dboid, int64 base)
  *      record the sandbox as 'cloning';
  *   2. sbx_create_role: the login role, with a fresh password;
  *   3. CREATE DATABASE, which must run alone in its transaction: empty, from
- *      template0, for a dump of the source; or a copy of a snapshot.  A
- *      clone worker runs it, not the lifecycle worker, so that clones make
- *      their databases side by side while the lifecycle worker serves the
- *      next request;
+ *      template0, for a dump of the source; or a copy of a snapshot;
  *   4. sbx_secure_database: record the database, revoke CONNECT from
  *      PUBLIC and only then open it to connections.
  */
@@ -450,18 +447,19 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
  * row exists, job->sandbox_id is already set, so that the caller can undo
  * it with sbx_clone_fail.
  *
- * The database is left to a clone worker (job->copy_stage): it runs CREATE
- * DATABASE, which takes a moment even for an empty database (template0 is
- * copied through the WAL) and seconds for a large snapshot, so that the
- * lifecycle worker keeps serving meanwhile; sbx_clone_secure then takes step
- * 4, and a second clone worker fills the database from the source, or gives
- * the snapshot role's objects to the sandbox's.  A copy has the snapshot's
- * encoding and locale, which are the source's.
+ * A copy of a snapshot is left to the clone worker (job->copy_stage): it
+ * runs CREATE DATABASE ... TEMPLATE, which takes seconds for a large one, so
+ * that the lifecycle worker keeps serving meanwhile; sbx_clone_secure then
+ * takes step 4, and a second clone worker gives the snapshot role's objects
+ * to the sandbox's.  The copy has the snapshot's encoding and locale, which
+ * are the source's.
  */
 void
 sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 				SbxCloneJob *job)
 {
+	int64		size;
+
 	memset(job, 0, sizeof(*job));
 	job->kind = spec->kind;
 	job->locale_fallback = sbx_locale_fallback;
@@ -471,24 +469,32 @@ sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	sbx_create_role(job);
 	strlcpy(job->source, spec->source, sizeof(job->source));
 	job->schema_only = spec->schema_only;
-	/* a clone worker makes the database, then sbx_clone_secure records it */
-	job->copy_stage = true;
 	if (spec->snapshot)
 	{
+		/* the clone worker copies it, then sbx_clone_secure records it */
+		job->copy_stage = true;
 		job->snapshot_id = spec->snapshot->id;
 		job->snapshot_dboid = spec->snapshot->dboid;
 		strlcpy(job->snapshot_name, spec->snapshot->name, sizeof(job->snapshot_name));
 		strlcpy(job->snapshot_role, spec->snapshot->role, sizeof(job->snapshot_role));
 		job->data_as_of = spec->snapshot->data_as_of;
+		return;
 	}
-	else
-		strlcpy(job->create_options, sbx_locale_options(spec, job),
-				sizeof(job->create_options));
+	/* created closed to connections */
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
+								  " ALLOW_CONNECTIONS false",
+								  quote_identifier(job->name),
+								  quote_identifier(job->name),
+								  sbx_locale_options(spec, job)),
+						 "pgsandbox: creating a sandbox database");
+	sbx_secure_database(job, &size);
+	/* a dump counts from the empty database */
+	sbx_progress_database(j, job->dboid, size);
 }
 
 /*
- * A clone worker has made the database of clone job j: record it and open
- * it (step 4).
+ * A clone worker has copied the snapshot of clone job j into its database:
+ * record it and open it, as step 4 does for a database made here.
  */
 void
 sbx_clone_secure(int j, SbxCloneJob *job)
@@ -497,16 +503,8 @@ sbx_clone_secure(int j, SbxCloneJob *job)
 
 	sbx_secure_database(job, &size);
 	job->copy_stage = false;
-	if (job->snapshot_id != 0)
-	{
-		sbx_progress_database(j, job->dboid, 0);
-		sbx_progress_set(j, SBX_PHASE_FINISHING, NULL, -1);
-	}
-	else
-	{
-		/* a dump counts from the empty database */
-		sbx_progress_database(j, job->dboid, size);
-	}
+	sbx_progress_database(j, job->dboid, 0);
+	sbx_progress_set(j, SBX_PHASE_FINISHING, NULL, -1);
 }
 
 /*

@@ -241,9 +241,10 @@ sbx_progress_end(int j)
 }
 
 /*
- * Begin a clone using clone job j: make the catalog row and the role, then
- * start the clone worker that makes the database.  The request (slot, serial) waits
- * for it; slot is -1 for a clone that no caller waits for.  On failure the
+ * Begin a clone using clone job j: make the catalog row, the role and the
+ * database (or leave a copy of a snapshot to the clone worker), then start
+ * the clone worker.  The request (slot, serial) waits for it; slot is -1 for
+ * a clone that no caller waits for.  On failure the
  * clone is undone and the error goes to the request.  Returns whether the
  * clone worker was started.
  */
@@ -410,9 +411,9 @@ sbx_copy_continue(int j, SbxCloneJob *job)
 }
 
 /*
- * A clone worker has stopped: go on with the second half of a clone once its
- * database is made, or mark its sandbox ready and hand the caller the
- * credentials, or undo it and report why.
+ * A clone worker has stopped: go on with a copy of a snapshot, or mark its
+ * sandbox ready and hand the caller the credentials, or undo it and report
+ * why.
  */
 static void
 sbx_clone_finish(int j)
@@ -499,7 +500,7 @@ sbx_check_jobs(void)
 		if (sbx_dynamic_worker_stopped(sbx_jobs[j].handle))
 		{
 			sbx_clone_finish(j);
-			/* the second half of a clone holds the same job */
+			/* the second half of a copy holds the same job */
 			if (sbx_jobs[j].handle != NULL)
 				running++;
 			continue;
