@@ -244,9 +244,8 @@ sbx_progress_end(int j)
  * Begin a clone using clone job j: make the catalog row, the role and the
  * database (or leave a copy of a snapshot to the clone worker), then start
  * the clone worker.  The request (slot, serial) waits for it; slot is -1 for
- * a clone that no caller waits for.  On failure the
- * clone is undone and the error goes to the request.  Returns whether the
- * clone worker was started.
+ * a clone that no caller waits for.  On failure the clone is undone and the
+ * error goes to the request.  Returns whether the clone worker was started.
  */
 static bool
 sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
