@@ -48,6 +48,7 @@ extern char *sbx_database;
 extern int	sbx_gc_interval;
 extern int	sbx_default_ttl;
 extern int	sbx_max_ttl;
+extern int	sbx_max_protect;
 extern int	sbx_max_concurrent_clones;
 extern char *sbx_host;
 extern int	sbx_port;
@@ -74,6 +75,7 @@ extern void sbx_check_database(void);
 extern bool sbx_catalog_has_kinds(void);
 extern const char *sbx_if_kinds(const char *fragment);
 extern bool sbx_catalog_has_generations(void);
+extern bool sbx_catalog_has_protection(void);
 extern const char *sbx_same_source(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
@@ -104,7 +106,8 @@ typedef enum SbxRequestKind
 	SBX_REQ_SNAPSHOT,			/* take a snapshot now, waiting for it */
 	SBX_REQ_DROP_SNAPSHOT,
 	SBX_REQ_SCHEDULE,			/* set or clear a snapshot schedule */
-	SBX_REQ_SET_POOL
+	SBX_REQ_SET_POOL,
+	SBX_REQ_PROTECT				/* protect, or unprotect */
 } SbxRequestKind;
 
 /* requests that need a clone job */
@@ -168,6 +171,7 @@ typedef struct SbxRequest
 	char		schedule[SBX_SCHEDULE_MAX]; /* SCHEDULE; "" unschedules */
 	int			pool_size;		/* SET_POOL */
 	int64		ttl_secs;		/* CLONE, EXTEND */
+	TimestampTz protect_until;	/* PROTECT; 0 unprotects */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
 	SbxLocale	locale;			/* CLONE: the source's, if known */
 
@@ -399,6 +403,8 @@ extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   bool only_if_expired, bool may_defer,
 							   const char *action);
+extern TimestampTz sbx_protect(const char *name, const SbxActor *by,
+							   TimestampTz until);
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
 extern bool sbx_drop_first_of(List *ids, List *reasons);

@@ -1,5 +1,5 @@
 --
--- clone_errors: bad input to clone, drop, extend and gc is refused with a
+-- clone_errors: bad input to clone, drop, extend, protect and gc is refused with a
 -- clear error, and nothing is created or dropped
 --
 SELECT pgsandbox.add_source('app', 'dbname=contrib_regression');
@@ -41,6 +41,16 @@ SELECT pgsandbox.extend(NULL, '1 hour');
 SELECT pgsandbox.extend('sbx_typo0000', NULL);
 SELECT pgsandbox.extend('sbx_typo0000', '0');
 SELECT pgsandbox.extend('sbx_typo0000', '2 days');
+
+-- protect, unprotect
+SELECT pgsandbox.protect('sbx_typo0000', now() + interval '1 hour');
+SELECT pgsandbox.protect(NULL, now() + interval '1 hour');
+SELECT pgsandbox.protect('sbx_typo0000', NULL);
+SELECT pgsandbox.protect('sbx_typo0000', now() - interval '1 second');
+SELECT pgsandbox.protect('sbx_typo0000', 'infinity');
+SELECT pgsandbox.protect('sbx_typo0000', now() + interval '8 days');
+SELECT pgsandbox.unprotect('sbx_typo0000');
+SELECT pgsandbox.unprotect(NULL);
 
 -- gc
 SELECT * FROM pgsandbox.gc(NULL);

@@ -59,6 +59,19 @@ sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 }
 
 /*
+ * A condition, in SQL, that a sandbox row has expired: past its expiry, and
+ * not protected (from 0.6).  Needs a transaction.
+ */
+static const char *
+sbx_expired_sql(void)
+{
+	if (!sbx_catalog_has_protection())
+		return "(expires_at <= pg_catalog.now())";
+	return "(expires_at <= pg_catalog.now()"
+		" AND (protected_until IS NULL OR protected_until <= pg_catalog.now()))";
+}
+
+/*
  * Record the database clone job j fills, and its size when created, which
  * the progress view counts from.
  */
@@ -710,14 +723,14 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 	sbx_xact_begin("pgsandbox: looking up a sandbox");
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	if (by->is_admin)
-		sbx_spi(psprintf("SELECT status, role_oid, id, expires_at <= pg_catalog.now(), db_oid"
-						 " FROM pgsandbox.sandbox WHERE name = $1%s",
+		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid"
+						 " FROM pgsandbox.sandbox WHERE name = $1%s", sbx_expired_sql(),
 						 by == &sbx_worker_actor ? "" : sbx_if_kinds(" AND kind = 'sandbox'")),
 				SPI_OK_SELECT, 1, args);
 	else
-		sbx_spi(psprintf("SELECT status, role_oid, id, expires_at <= pg_catalog.now(), db_oid"
+		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid"
 						 " FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid%s",
-						 sbx_if_kinds(" AND kind = 'sandbox'")),
+						 sbx_expired_sql(), sbx_if_kinds(" AND kind = 'sandbox'")),
 				SPI_OK_SELECT, 2, args);
 	if (SPI_processed > 0)
 	{
@@ -792,6 +805,42 @@ sbx_extend(const char *name, const SbxActor *by, int64 ttl_secs)
 				  psprintf("expires at %s", timestamptz_to_str(expires_at)));
 	sbx_xact_commit();
 	return expires_at;
+}
+
+/*
+ * Protect a live sandbox from expiry until 'until', or end its protection
+ * (until 0).  Its owner or an admin may; returns 'until'.
+ */
+TimestampTz
+sbx_protect(const char *name, const SbxActor *by, TimestampTz until)
+{
+	char		owner[16];
+	const char *args[4] = {name, until ? timestamptz_to_str(until) : NULL, owner,
+	by->is_admin ? "true" : "false"};
+
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_xact_begin("pgsandbox: protecting a sandbox");
+	if (!sbx_catalog_has_protection())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("protection needs pgsandbox 0.6"),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	sbx_spi("UPDATE pgsandbox.sandbox SET protected_until = $2::timestamptz"
+			" WHERE name = $1 AND status = 'ready' AND kind = 'sandbox'"
+			"   AND (owner_oid = $3::oid OR $4::boolean)",
+			SPI_OK_UPDATE, 4, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name),
+				 errdetail("Only a ready sandbox can be protected.")));
+	if (until)
+		sbx_log_event(name, "protect", by->name,
+					  psprintf("protected until %s", timestamptz_to_str(until)));
+	else
+		sbx_log_event(name, "unprotect", by->name, "protection ended");
+	sbx_xact_commit();
+	return until;
 }
 
 const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
@@ -948,8 +997,9 @@ sbx_expired_sandboxes(void)
 
 	sbx_xact_begin("pgsandbox: looking for expired sandboxes");
 	sbx_spi(psprintf("SELECT name FROM pgsandbox.sandbox"
-					 " WHERE status = 'ready'%s AND expires_at <= pg_catalog.now()"
-					 " ORDER BY expires_at, name", sbx_if_kinds(" AND kind = 'sandbox'")),
+					 " WHERE status = 'ready'%s AND %s"
+					 " ORDER BY expires_at, name", sbx_if_kinds(" AND kind = 'sandbox'"),
+					 sbx_expired_sql()),
 			SPI_OK_SELECT, 0, NULL);
 	names = sbx_keep_column(1);
 	sbx_xact_commit();

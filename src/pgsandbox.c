@@ -34,6 +34,7 @@ char	   *sbx_database = NULL;
 int			sbx_gc_interval = 60;
 int			sbx_default_ttl = 4 * 3600;
 int			sbx_max_ttl = 24 * 3600;
+int			sbx_max_protect = 7 * 24 * 3600;
 int			sbx_max_concurrent_clones = 2;
 char	   *sbx_host = NULL;
 int			sbx_port = 0;
@@ -83,6 +84,15 @@ _PG_init(void)
 							NULL,
 							&sbx_max_ttl,
 							24 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_protect",
+							"Longest protection from expiry a sandbox may be given.",
+							"protect() refuses a moment further than this from now.",
+							&sbx_max_protect,
+							7 * 24 * 3600, 1, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
@@ -308,6 +318,19 @@ sbx_catalog_has_generations(void)
 	Oid			rel = OidIsValid(nsp) ? get_relname_relid("source", nsp) : InvalidOid;
 
 	return OidIsValid(rel) && get_attnum(rel, "generation") != InvalidAttrNumber;
+}
+
+/*
+ * Whether sandboxes can be protected (the catalog is at least version
+ * 0.6's).  Needs a transaction.
+ */
+bool
+sbx_catalog_has_protection(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "protected_until") != InvalidAttrNumber;
 }
 
 /*

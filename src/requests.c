@@ -33,6 +33,8 @@
 PG_FUNCTION_INFO_V1(pgsandbox_clone);
 PG_FUNCTION_INFO_V1(pgsandbox_drop);
 PG_FUNCTION_INFO_V1(pgsandbox_extend);
+PG_FUNCTION_INFO_V1(pgsandbox_protect);
+PG_FUNCTION_INFO_V1(pgsandbox_unprotect);
 PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
 
 /*
@@ -360,6 +362,56 @@ pgsandbox_drop_expired(PG_FUNCTION_ARGS)
 	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	sbx_run_request(&req, &result);
 	PG_RETURN_BOOL(result.dropped);
+}
+
+/*
+ * protect(name text, until timestamptz) RETURNS timestamptz
+ */
+Datum
+pgsandbox_protect(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+	TimestampTz until;
+	TimestampTz now = GetCurrentTimestamp();
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_require_arg(fcinfo, 1, "until");
+	until = PG_GETARG_TIMESTAMPTZ(1);
+	if (TIMESTAMP_NOT_FINITE(until) || until <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("protection must end at a finite moment in the future")));
+	if (until > now + (TimestampTz) sbx_max_protect * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("protection must not last longer than pgsandbox.max_protect"),
+				 errdetail("pgsandbox.max_protect is %s.",
+						   GetConfigOptionByName("pgsandbox.max_protect", NULL, false))));
+	sbx_check_database();
+	sbx_init_request(&req, SBX_REQ_PROTECT);
+	req.protect_until = until;
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_run_request(&req, &result);
+	PG_RETURN_TIMESTAMPTZ(result.expires_at);
+}
+
+/*
+ * unprotect(name text)
+ */
+Datum
+pgsandbox_unprotect(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_check_database();
+	sbx_init_request(&req, SBX_REQ_PROTECT);
+	req.protect_until = 0;
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_run_request(&req, &result);
+	PG_RETURN_VOID();
 }
 
 /*

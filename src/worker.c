@@ -531,7 +531,7 @@ sbx_park_drop(int slot, const SbxRequest *req)
 }
 
 /*
- * Serve a drop or an extend.  A drop that must wait for a janitor is set
+ * Serve a drop, an extend or a protect.  A drop that must wait for a janitor is set
  * aside (unless this is already its second turn, may_defer false) and
  * served again once the janitor has stopped.
  */
@@ -558,6 +558,11 @@ sbx_serve_drop(int slot, const SbxRequest *req, bool may_defer)
 				outcome.dropped = (done == SBX_DROP_DONE);
 				(void) sbx_queue_answer(slot, req->serial, &outcome);
 			}
+		}
+		else if (req->kind == SBX_REQ_PROTECT)
+		{
+			outcome.expires_at = sbx_protect(req->name, &by, req->protect_until);
+			(void) sbx_queue_answer(slot, req->serial, &outcome);
 		}
 		else
 		{
@@ -804,7 +809,8 @@ sbx_serve_requests(bool ready, int running)
 								   NULL);
 		else if (req.kind == SBX_REQ_CLONE)
 			sbx_serve_clone(j, slot, &req);
-		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND)
+		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND ||
+				 req.kind == SBX_REQ_PROTECT)
 			sbx_serve_drop(slot, &req, true);
 		else
 			sbx_serve_snapshot_request(j, slot, &req);

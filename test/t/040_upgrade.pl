@@ -149,6 +149,10 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	my $copy = $node->safe_psql('postgres', "SELECT name FROM pgsandbox.clone('shop')");
 	is($node->safe_psql('postgres', "SELECT method FROM pgsandbox.sandboxes WHERE name = '$copy'"),
 		'snapshot', "from $from: and so does a clone copied from a snapshot");
+	is( $node->safe_psql('postgres',
+			"SELECT pgsandbox.protect('$copy', now() + interval '1 hour') = protected_until"
+			  . " FROM pgsandbox.sandboxes WHERE name = '$copy'"),
+		't', "from $from: protect() works after the update");
 
 	# masking rules apply to a data clone after the update
 	$node->safe_psql('postgres', q{SELECT pgsandbox.mask('shop', 'public.item.name', $$'n' || id$$)});
@@ -161,10 +165,10 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	# a dump of the admin database now keeps the grants, the snapshot plans,
 	# the rules and the sources' generations too
 	my $dump = $node->safe_psql('postgres', q{
-SELECT string_agg(x::regclass::text, ',' ORDER BY 1) FROM pg_extension, unnest(extconfig) x
+SELECT string_agg(x::regclass::text, ',' ORDER BY x::regclass::text) FROM pg_extension, unnest(extconfig) x
  WHERE extname = 'pgsandbox'});
-	is($dump, 'pgsandbox.source,pgsandbox.source_grant,pgsandbox.snapshot_plan,pgsandbox.source_rule,'
-		  . 'pgsandbox.source_generation',
+	is($dump, 'pgsandbox.snapshot_plan,pgsandbox.source,pgsandbox.source_generation,pgsandbox.source_grant,'
+		  . 'pgsandbox.source_rule',
 		"from $from: the sources, their grants, snapshot plans, rules and generations are kept by pg_dump");
 	$node->stop;
 }
