@@ -102,7 +102,9 @@ CREATE TABLE pgsandbox.sandbox (
 	rules_version integer NOT NULL DEFAULT 0,
 	masked		boolean NOT NULL DEFAULT false,
 	-- the generation of its source it was made of
-	source_generation bigint
+	source_generation bigint,
+	-- the reaper and gc() leave it alone until then (protect())
+	protected_until timestamptz
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -125,7 +127,7 @@ CREATE TABLE pgsandbox.event (
 	action		text NOT NULL
 				CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
 								  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
-								  'handout', 'pool_fill')),
+								  'handout', 'pool_fill', 'protect', 'unprotect')),
 	actor		text NOT NULL,
 	detail		text
 );
@@ -205,7 +207,7 @@ CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 	SELECT s.name, s.source, s.schema_only, s.status, s.labels,
 		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
 		   s.dropped_at, s.size_bytes, s.error, s.method, s.data_as_of,
-		   s.masked
+		   s.masked, s.protected_until
 	  FROM pgsandbox.sandbox s
 	 WHERE s.kind = 'sandbox'
 	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
@@ -274,6 +276,22 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.extend(text, interval) IS
 	'Set a live sandbox''s expiry to now() + ttl, within pgsandbox.max_ttl';
 
+CREATE FUNCTION pgsandbox.protect(name text, until timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'pgsandbox_protect'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.protect(text, timestamptz) IS
+	'Keep a live sandbox from the reaper and gc() until a moment, within pgsandbox.max_protect';
+
+CREATE FUNCTION pgsandbox.unprotect(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unprotect'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unprotect(text) IS
+	'End a sandbox''s protection: it expires as its expiry says';
+
 CREATE FUNCTION pgsandbox._drop_expired(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'pgsandbox_drop_expired'
@@ -299,6 +317,7 @@ BEGIN
 		SELECT s.name, s.expires_at
 		  FROM pgsandbox.sandbox s
 		 WHERE s.status = 'ready' AND s.expires_at <= pg_catalog.now()
+		   AND (s.protected_until IS NULL OR s.protected_until <= pg_catalog.now())
 		   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin())
 		 ORDER BY s.expires_at, s.name
 	LOOP
@@ -484,6 +503,8 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
+	pgsandbox.protect(text, timestamptz),
+	pgsandbox.unprotect(text),
 	pgsandbox._drop_expired(text),
 	pgsandbox.gc(boolean)
 FROM PUBLIC;
@@ -497,6 +518,8 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
+	pgsandbox.protect(text, timestamptz),
+	pgsandbox.unprotect(text),
 	pgsandbox._drop_expired(text),
 	pgsandbox.gc(boolean)
 TO pgsandbox_admin, pgsandbox_user;
@@ -721,74 +744,3 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.suggest_masks(text)
 TO pgsandbox_admin;
 
--- Version 0.6: protection
-
--- A protected sandbox outlives its expiry until protected_until: the reaper
--- and gc() leave it alone; drop() by its owner or an admin still works.
-ALTER TABLE pgsandbox.sandbox ADD COLUMN protected_until timestamptz;
-
-ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
-ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check
-	CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
-					  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
-					  'handout', 'pool_fill', 'protect', 'unprotect'));
-
-CREATE OR REPLACE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
-	SELECT s.name, s.source, s.schema_only, s.status, s.labels,
-		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
-		   s.dropped_at, s.size_bytes, s.error, s.method, s.data_as_of,
-		   s.masked, s.protected_until
-	  FROM pgsandbox.sandbox s
-	 WHERE s.kind = 'sandbox'
-	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
-
-CREATE OR REPLACE FUNCTION pgsandbox.gc(dry_run boolean DEFAULT false)
-RETURNS TABLE(name text, expires_at timestamptz, dropped boolean)
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	r record;
-BEGIN
-	IF dry_run IS NULL THEN
-		RAISE EXCEPTION 'dry_run must not be null'
-			USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	FOR r IN
-		SELECT s.name, s.expires_at
-		  FROM pgsandbox.sandbox s
-		 WHERE s.status = 'ready' AND s.expires_at <= pg_catalog.now()
-		   AND (s.protected_until IS NULL OR s.protected_until <= pg_catalog.now())
-		   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin())
-		 ORDER BY s.expires_at, s.name
-	LOOP
-		name := r.name;
-		expires_at := r.expires_at;
-		dropped := CASE WHEN dry_run THEN false
-						ELSE pgsandbox._drop_expired(r.name) END;
-		RETURN NEXT;
-	END LOOP;
-END
-$$;
-
-CREATE FUNCTION pgsandbox.protect(name text, until timestamptz)
-RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'pgsandbox_protect'
-LANGUAGE C SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION pgsandbox.protect(text, timestamptz) IS
-	'Keep a live sandbox from the reaper and gc() until a moment, within pgsandbox.max_protect';
-
-CREATE FUNCTION pgsandbox.unprotect(name text)
-RETURNS void
-AS 'MODULE_PATHNAME', 'pgsandbox_unprotect'
-LANGUAGE C SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION pgsandbox.unprotect(text) IS
-	'End a sandbox''s protection: it expires as its expiry says';
-
-REVOKE ALL ON FUNCTION pgsandbox.protect(text, timestamptz), pgsandbox.unprotect(text)
-FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgsandbox.protect(text, timestamptz), pgsandbox.unprotect(text)
-TO pgsandbox_admin, pgsandbox_user;
