@@ -182,7 +182,7 @@ typedef struct SbxRequest
 	bool		dropped;		/* DROP: something was dropped */
 	char		result_name[NAMEDATALEN];	/* CLONE */
 	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
-	TimestampTz expires_at;		/* CLONE, EXTEND */
+	TimestampTz expires_at;		/* CLONE, EXTEND; PROTECT: its end */
 	TimestampTz taken_at;		/* SNAPSHOT */
 	int64		size_bytes;		/* SNAPSHOT */
 	int			clone_job;		/* CLONE while running: job index or -1 */

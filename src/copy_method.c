@@ -118,9 +118,14 @@ sbx_database_clones(Oid dboid, Oid spcoid, const char **why)
 		*why = psprintf("\"%s\" cannot be made: %m", tmpdir);
 		return false;
 	}
-	if (stat(dbdir, &db_st) != 0 || stat(tmpdir, &tmp_st) != 0)
+	if (stat(dbdir, &db_st) != 0)
 	{
 		*why = psprintf("\"%s\" cannot be read: %m", dbdir);
+		return false;
+	}
+	if (stat(tmpdir, &tmp_st) != 0)
+	{
+		*why = psprintf("\"%s\" cannot be read: %m", tmpdir);
 		return false;
 	}
 	if (db_st.st_dev != tmp_st.st_dev)

@@ -812,9 +812,10 @@ sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *
  * its schema from being renamed, and another relation put in its place:
  * a view, say, with the real values under a column no rule masks.  So the
  * name must still lead to the same table just before the COPY and just
- * after it, and the COPY itself reads with TABLESAMPLE SYSTEM (100), which reads every row
- * and stands only on a table or a materialized view (so no view), and
- * keeps only rows whose tableoid is the table's (so no other table).
+ * after it, and the COPY itself reads with TABLESAMPLE SYSTEM (100), which
+ * reads every row and stands only on a table or a materialized view (so no
+ * view), and keeps only rows whose tableoid is the table's (so no other
+ * table).
  */
 static void
 sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)

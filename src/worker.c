@@ -531,8 +531,8 @@ sbx_park_drop(int slot, const SbxRequest *req)
 }
 
 /*
- * Serve a drop, an extend or a protect.  A drop that must wait for a janitor is set
- * aside (unless this is already its second turn, may_defer false) and
+ * Serve a drop, an extend or a protect.  A drop that must wait for a
+ * janitor is set aside (unless this is already its second turn, may_defer false) and
  * served again once the janitor has stopped.
  */
 static void
