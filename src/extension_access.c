@@ -19,10 +19,10 @@
  *	- SELECT on their configuration tables and sequences;
  *	- INSERT, UPDATE and DELETE on those tables, USAGE and UPDATE on those
  *	  sequences, only for the extensions of sbx_writable_config below (only
- *	  pg_partman).  A configuration table may steer what the extension's C code does with
- *	  the server's own rights: orafce's utl_file.utl_file_dir lists the
- *	  directories its UTL_FILE functions may write, so a role that could
- *	  add a row to it could write any file the server can.  Only
+ *	  pg_partman).  A configuration table may steer what the extension's C
+ *	  code does with the server's own rights: orafce's utl_file.utl_file_dir
+ *	  lists the directories its UTL_FILE functions may write, so a role
+ *	  that could add a row to it could write any file the server can.  Only
  *	  extensions whose configuration is known to steer nothing of the kind
  *	  are listed.
  *
