@@ -61,7 +61,8 @@ sub clone_ttl
 
 # a protected sandbox outlives its expiry, the reaper and gc()
 my $a = clone_ttl('2 seconds');
-my $until = as_alice("SELECT pgsandbox.protect('$a', now() + interval '6 seconds')");
+# protected well past its expiry and the checks below, which a slow machine may stretch
+my $until = as_alice("SELECT pgsandbox.protect('$a', now() + interval '12 seconds')");
 is(sq("SELECT protected_until = '$until' FROM pgsandbox.sandboxes WHERE name = '$a'"), 't',
 	'protect() returns the moment, and the sandboxes view shows it');
 is(events_of($a), 'clone:alice,ready:alice,protect:alice', 'protect() is an event');
@@ -87,7 +88,7 @@ $wait = $expiry + 2.5 - time();
 sleep($wait) if $wait > 0;
 is(sq("SELECT status FROM pgsandbox.sandboxes WHERE name = '$a'"), 'ready',
 	'the protected sandbox outlives its expiry and the reaper');
-is(poll_value($node, "SELECT status FROM pgsandbox.sandboxes WHERE name = '$a'", 'dropped', 20),
+is(poll_value($node, "SELECT status FROM pgsandbox.sandboxes WHERE name = '$a'", 'dropped', 30),
 	'dropped', 'once its protection ends, the reaper drops it');
 is(sq("SELECT dropped_at >= protected_until FROM pgsandbox.sandboxes WHERE name = '$a'"), 't',
 	'after the protection\'s end');
@@ -96,7 +97,8 @@ is(events_of($a), 'clone:alice,ready:alice,protect:alice,expire:pgsandbox worker
 is(sandbox_leftovers($node, $a), '0|0', 'with its database and role');
 
 # unprotect() ends the protection at once
-my $b = clone_ttl('2 seconds');
+# long enough for protect() to come before the reaper
+my $b = clone_ttl('5 seconds');
 as_alice("SELECT pgsandbox.protect('$b', now() + interval '1 hour')");
 as_alice("SELECT pgsandbox.unprotect('$b')");
 is(sq("SELECT protected_until IS NULL FROM pgsandbox.sandboxes WHERE name = '$b'"), 't',
