@@ -57,6 +57,12 @@ extern int	sbx_max_sandboxes;
 extern int	sbx_max_sandboxes_per_owner;
 extern bool sbx_locale_fallback;
 extern int	sbx_copy_strategy;
+extern int	sbx_default_idle_timeout;
+extern int	sbx_max_total_size;		/* MB; 0: off */
+extern int	sbx_max_size_per_owner; /* MB; 0: off */
+extern int	sbx_max_sandbox_size;	/* MB; 0: off */
+extern int	sbx_size_check_interval;
+extern bool sbx_read_only_setting;	/* pgsandbox.read_only */
 
 typedef enum SbxCopyStrategy
 {
@@ -76,6 +82,7 @@ extern bool sbx_catalog_has_kinds(void);
 extern const char *sbx_if_kinds(const char *fragment);
 extern bool sbx_catalog_has_generations(void);
 extern bool sbx_catalog_has_protection(void);
+extern bool sbx_catalog_has_usage(void);
 extern const char *sbx_same_source(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);
@@ -172,6 +179,9 @@ typedef struct SbxRequest
 	int			pool_size;		/* SET_POOL */
 	int64		ttl_secs;		/* CLONE, EXTEND */
 	TimestampTz protect_until;	/* PROTECT; 0 unprotects */
+	int64		idle_secs;		/* CLONE: idle timeout, 0 for none */
+	int64		source_bytes;	/* CLONE, SNAPSHOT: the source database's
+								 * size as probed, -1 if not known */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
 	SbxLocale	locale;			/* CLONE: the source's, if known */
 
@@ -289,7 +299,7 @@ extern void sbx_queue_wake_worker(void);
 /* asking the lifecycle worker from a SQL function (requests.c) */
 extern void sbx_init_request(SbxRequest *req, SbxRequestKind kind);
 extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
-extern void sbx_probe_source_locale(const char *source, SbxLocale *locale);
+extern void sbx_probe_source(const char *source, SbxRequest *req);
 extern void sbx_check_request_source(const SbxRequest *req, bool check_data);
 
 /* the lifecycle worker's half */
@@ -362,6 +372,8 @@ typedef struct SbxCloneSpec
 	const SbxLocale *locale;	/* the source's, or NULL if not known */
 	const SbxSnapshotRef *snapshot; /* the snapshot to copy, NULL to dump */
 	bool		statistics;		/* a dump with the planner's statistics */
+	int64		idle_secs;		/* a sandbox's idle timeout, 0 for none */
+	int64		source_bytes;	/* the source's size, -1 if not known */
 } SbxCloneSpec;
 
 /* what a drop did */
@@ -426,9 +438,8 @@ extern bool sbx_drop_one_retired(void);
 extern bool sbx_next_scheduled_build(char *source, bool *schema_only);
 
 /* pools of ready sandboxes (pool.c) */
-extern bool sbx_pool_handout(const SbxActor *by, const char *source,
-							 bool schema_only, int64 ttl_secs,
-							 const char *labels, SbxRequest *outcome);
+extern bool sbx_pool_handout(const SbxActor *by, const SbxRequest *req,
+							 SbxRequest *outcome);
 extern bool sbx_pool_drop_one_stale(void);
 extern bool sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot);
 
@@ -456,6 +467,7 @@ extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
 pg_noreturn extern void sbx_report_source_denied(const char *source, bool is_admin);
 pg_noreturn extern void sbx_report_data_denied(const char *source);
 extern void sbx_install_login_check(void);
+extern void sbx_install_read_only_check(void);
 extern void sbx_harden_session(void);
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
@@ -644,6 +656,25 @@ extern const char *sbx_mask_expression_refused(const char *expression);
 extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
 extern char *sbx_mask_key(const char *source);
 extern void sbx_set_mask_key(PGconn *conn, const char *source, const char *what);
+
+/* when sandboxes were last logged into, for idle expiry (usage.c) */
+extern void sbx_usage_request_shmem(void);
+extern void sbx_usage_startup_shmem(void);
+extern void sbx_note_login(Oid role);
+extern TimestampTz sbx_pending_login(Oid role);
+extern bool sbx_usage_flush_due(TimestampTz last_flush);
+extern void sbx_usage_flush(void);
+
+/* the disk budget and read-only sandboxes (disk_budget.c) */
+extern int64 sbx_expected_size(const SbxCloneSpec *spec);
+extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
+							 int64 expected, bool adds_to_total);
+extern bool sbx_budget_allows(int64 expected);
+extern void sbx_measure_sizes(void);
+
+/* the metrics' counters (metrics.c) */
+extern void sbx_count_clone(const char *method, double seconds);
+extern void sbx_count_clone_failure(const char *method, int sqlerrcode);
 
 /* redaction (conninfo.c) */
 extern char *sbx_redact(const char *text, const char *const *secrets);

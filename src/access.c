@@ -15,8 +15,9 @@
  * The login check runs as a ClientAuthentication_hook, after pg_hba.conf
  * has let the connection in, so it holds whatever pg_hba.conf says: a
  * direct member of pgsandbox_sandbox connects to the database of its own
- * name or not at all.  A ProcessUtility_hook keeps sandbox roles from
- * granting themselves, or anything, to other roles of that kind.
+ * name or not at all, and its login is noted for idle expiry.  A
+ * ProcessUtility_hook keeps sandbox roles from granting themselves, or
+ * anything, to other roles of that kind.
  *
  *-------------------------------------------------------------------------
  */
@@ -358,7 +359,10 @@ sbx_client_auth(Port *port, int status)
 		return;
 	if (port->database_name != NULL &&
 		strcmp(port->database_name, port->user_name) == 0)
+	{
+		sbx_note_login(role);	/* for idle expiry (usage.c) */
 		return;
+	}
 
 	ereport(FATAL,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -390,4 +394,5 @@ sbx_harden_session(void)
 	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("pgsandbox.read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 }

@@ -59,15 +59,33 @@ sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 }
 
 /*
- * A condition, in SQL, that a sandbox row has expired: past its expiry, and
- * not protected (from 0.6).  Needs a transaction.
+ * A condition, in SQL, on a row of pgsandbox.sandbox (0.7): idle, that is a
+ * sandbox with an idle timeout, not used for that long by what the catalog
+ * knows, and with no session open in its database.
+ */
+#define SBX_IDLE_SQL \
+	"(sandbox.idle_timeout IS NOT NULL AND sandbox.kind = 'sandbox'" \
+	" AND COALESCE(sandbox.last_used_at, sandbox.ready_at) + sandbox.idle_timeout" \
+	"     <= pg_catalog.now()" \
+	" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a" \
+	"                  WHERE a.datid = sandbox.db_oid))"
+
+/*
+ * A condition, in SQL, on a row of pgsandbox.sandbox, that it has expired:
+ * past its expiry or (from 0.7) idle, with no session and no login noted in
+ * the catalog for its idle timeout, and not protected (from 0.6).  A login
+ * not yet flushed to the catalog is for the caller to check
+ * (sbx_pending_login).  Needs a transaction.
  */
 static const char *
 sbx_expired_sql(void)
 {
 	if (!sbx_catalog_has_protection())
 		return "(expires_at <= pg_catalog.now())";
-	return "(expires_at <= pg_catalog.now()"
+	if (!sbx_catalog_has_usage())
+		return "(expires_at <= pg_catalog.now()"
+			" AND (protected_until IS NULL OR protected_until <= pg_catalog.now()))";
+	return "((expires_at <= pg_catalog.now() OR " SBX_IDLE_SQL ")"
 		" AND (protected_until IS NULL OR protected_until <= pg_catalog.now()))";
 }
 
@@ -236,6 +254,7 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	const char *args[12];
 	bool		isnull;
 	const char *what = spec->schema_only ? "schema only" : "schema and data";
+	int64		expected;
 
 	sbx_xact_begin("pgsandbox: starting a clone");
 	snprintf(owner, sizeof(owner), "%u", by->role);
@@ -245,6 +264,8 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 		sbx_check_statistics_allowed(spec->source);
 	if (spec->kind == SBX_KIND_SANDBOX)
 		sbx_check_quotas(by);
+	expected = sbx_expected_size(spec);
+	sbx_check_budget(by, spec->kind, expected, true);
 	sbx_pick_name(job->name);
 
 	snprintf(ttl, sizeof(ttl), INT64_FORMAT,
@@ -323,6 +344,23 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
 		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
 				SPI_OK_UPDATE, 2, genargs);
+	}
+	/* the size it is expected to take counts against the budget meanwhile */
+	if (sbx_catalog_has_usage())
+	{
+		char		id[32];
+		char		idle[32];
+		char		size[32];
+		const char *useargs[3] = {id, idle, size};
+
+		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+		snprintf(idle, sizeof(idle), INT64_FORMAT,
+				 spec->kind == SBX_KIND_SANDBOX ? spec->idle_secs : 0);
+		snprintf(size, sizeof(size), INT64_FORMAT, expected);
+		sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = $3::bigint,"
+				" idle_timeout = CASE WHEN $2::bigint > 0"
+				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
+				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
 	}
 	if (spec->kind == SBX_KIND_SNAPSHOT)
 		sbx_log_event(job->name, "clone", by->name,
@@ -560,6 +598,17 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
 		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", job->sandbox_id);
+	if (job->kind != SBX_KIND_POOL)
+		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+	if (sbx_catalog_has_usage())
+	{
+		sbx_spi("UPDATE pgsandbox.sandbox SET last_used_at = ready_at,"
+				" size_measured_at = ready_at WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 1, args);
+		if (job->kind == SBX_KIND_SANDBOX)
+			sbx_count_clone(job->snapshot_id ? "snapshot" : "dump", seconds);
+	}
 	how = job->snapshot_id ? "copied from a snapshot" : "cloned";
 	how = job->copy_how[0] ? psprintf("%s in %.1f s (%s)", how, seconds, job->copy_how)
 		: psprintf("%s in %.1f s", how, seconds);
@@ -567,8 +616,6 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 		sbx_log_event(job->name, "pool_fill", actor, how);
 	else
 	{
-		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 1, &isnull));
 		/* for run_sql and describe_schema, which log in as the role */
 		args[1] = job->password;
 		sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
@@ -715,6 +762,11 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 	char	   *db_oid = NULL;
 	char	   *id = NULL;
 	bool		expired = false;
+	const char *idle_cols;
+	char	   *idle_secs = NULL;
+	char	   *idle_timeout = NULL;
+	TimestampTz last_used = 0;
+	char	   *detail = NULL;
 
 	/*
 	 * Callers drop sandboxes only; the worker's own clean-up may meet a
@@ -722,15 +774,22 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 	 */
 	sbx_xact_begin("pgsandbox: looking up a sandbox");
 	snprintf(owner, sizeof(owner), "%u", by->role);
+	/* from 0.7: the idle timeout of a sandbox expired by idleness alone */
+	idle_cols = sbx_catalog_has_usage()
+		? ", CASE WHEN expires_at > pg_catalog.now()"
+		"   THEN pg_catalog.date_part('epoch', idle_timeout)::bigint END,"
+		" COALESCE(last_used_at, ready_at), idle_timeout"
+		: ", NULL, NULL, NULL";
 	if (by->is_admin)
-		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid"
+		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid%s"
 						 " FROM pgsandbox.sandbox WHERE name = $1%s", sbx_expired_sql(),
+						 idle_cols,
 						 by == &sbx_worker_actor ? "" : sbx_if_kinds(" AND kind = 'sandbox'")),
 				SPI_OK_SELECT, 1, args);
 	else
-		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid"
+		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid%s"
 						 " FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid%s",
-						 sbx_expired_sql(), sbx_if_kinds(" AND kind = 'sandbox'")),
+						 sbx_expired_sql(), idle_cols, sbx_if_kinds(" AND kind = 'sandbox'")),
 				SPI_OK_SELECT, 2, args);
 	if (SPI_processed > 0)
 	{
@@ -741,11 +800,36 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 		id = sbx_keep(sbx_spi_text(0, 3));
 		db_oid = sbx_keep(sbx_spi_text(0, 5));
 		expired = (exp != NULL && strcmp(exp, "t") == 0);
+		idle_secs = sbx_keep(sbx_spi_text(0, 6));
+		if (idle_secs != NULL)
+		{
+			bool		isnull;
+
+			last_used = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 7, &isnull));
+			idle_timeout = sbx_keep(sbx_spi_text(0, 8));
+		}
 	}
 	sbx_xact_commit();
 
 	if (only_if_expired && (status == NULL || strcmp(status, "ready") != 0 || !expired))
 		return SBX_DROP_NOTHING;
+
+	/*
+	 * Idle by the catalog, but logged into since its last flush: it lives
+	 * on.  (A login in the moment between here and the drop is ended.)
+	 */
+	if (only_if_expired && idle_secs != NULL)
+	{
+		TimestampTz pending = sbx_pending_login(atooid(role_oid));
+
+		if (pending != 0 &&
+			GetCurrentTimestamp() < TimestampTzPlusMilliseconds(pending,
+																pg_strtoint64(idle_secs) * 1000))
+			return SBX_DROP_NOTHING;
+		detail = psprintf("idle since %s (idle_timeout %s)",
+						  timestamptz_to_str(Max(last_used, pending)), idle_timeout);
+	}
 	if (status == NULL || strcmp(status, "failed") == 0 ||
 		strcmp(status, "dropped") == 0)
 		ereport(ERROR,
@@ -768,7 +852,7 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 			SPI_OK_UPDATE, 1, args);
 	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
 			SPI_OK_DELETE, 1, args);
-	sbx_log_event(name, action, by->name, NULL);
+	sbx_log_event(name, action, by->name, detail);
 	sbx_xact_commit();
 	return SBX_DROP_DONE;
 }

@@ -43,6 +43,12 @@ int			sbx_max_sandboxes = 100;
 int			sbx_max_sandboxes_per_owner = 10;
 bool		sbx_locale_fallback = false;
 int			sbx_copy_strategy = SBX_COPY_AUTO;
+int			sbx_default_idle_timeout = 0;
+int			sbx_max_total_size = 0;
+int			sbx_max_size_per_owner = 0;
+int			sbx_max_sandbox_size = 0;
+int			sbx_size_check_interval = 30;
+bool		sbx_read_only_setting = false;
 
 static const struct config_enum_entry sbx_copy_strategy_options[] = {
 	{"wal_log", SBX_COPY_WAL_LOG, false},
@@ -96,6 +102,60 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.default_idle_timeout",
+							"Idle timeout of a sandbox when clone() is given none.",
+							"A sandbox with no session and no login for this long is dropped; 0 turns idle expiry off.",
+							&sbx_default_idle_timeout,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_total_size",
+							"Disk budget of all of pgsandbox's databases together.",
+							"Sandboxes, snapshots and pool members; a copy that would pass it is refused.  0 turns it off.",
+							&sbx_max_total_size,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_size_per_owner",
+							"Disk budget of each owner's sandboxes together.",
+							"0 turns it off.",
+							&sbx_max_size_per_owner,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_sandbox_size",
+							"Size past which a sandbox is made read-only.",
+							"0 turns it off.",
+							&sbx_max_sandbox_size,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.size_check_interval",
+							"Time between two measurements of the sandboxes in use.",
+							NULL,
+							&sbx_size_check_interval,
+							30, 1, 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pgsandbox.read_only",
+							 "Refuses every write in this session.",
+							 "Set by pgsandbox on a sandbox's database when it grows past pgsandbox.max_sandbox_size.",
+							 &sbx_read_only_setting,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("pgsandbox.max_concurrent_clones",
 							"Number of clones that may run at the same time.",
@@ -200,6 +260,7 @@ _PG_init(void)
 		return;
 
 	sbx_install_login_check();
+	sbx_install_read_only_check();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sbx_shmem_request;
@@ -215,6 +276,7 @@ sbx_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	sbx_queue_request_shmem();
+	sbx_usage_request_shmem();
 }
 
 static void
@@ -223,6 +285,7 @@ sbx_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	sbx_queue_startup_shmem();
+	sbx_usage_startup_shmem();
 }
 
 /*
@@ -331,6 +394,20 @@ sbx_catalog_has_protection(void)
 	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
 
 	return OidIsValid(rel) && get_attnum(rel, "protected_until") != InvalidAttrNumber;
+}
+
+/*
+ * Whether the catalog tracks the use and size of sandboxes, for idle
+ * expiry, the disk budget and the metrics (version 0.7's).  Needs a
+ * transaction.
+ */
+bool
+sbx_catalog_has_usage(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "read_only_at") != InvalidAttrNumber;
 }
 
 /*

@@ -38,32 +38,38 @@
 	"  GROUP BY s.source, s.schema_only)"
 
 /*
- * Hand a ready member of the pool of (source, schema_only) to 'by' as its
- * sandbox, if there is one, filling *outcome with its name, new password
- * and expiry.  Returns false, changing nothing, if the pool has none ready.
- * The source and the quotas are checked as for any clone.
+ * Hand a ready member of the pool of the source a clone request asks for to
+ * 'by' as its sandbox, if there is one, filling *outcome with its name, new
+ * password and expiry.  Returns false, changing nothing, if the pool has
+ * none ready.  The source, the quotas and the owner's disk budget are
+ * checked as for any clone; the member is on disk already, so the total
+ * budget does not change.
  */
 bool
-sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
-				 int64 ttl_secs, const char *labels, SbxRequest *outcome)
+sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 {
 	char		owner[16];
 	char		ttl[32];
+	char		idle[32];
 	const char *args[6];
 	SbxCloneJob job;
 	char	   *id;
 	char	   *name;
+	char	   *size;
 	char	   *verifier;
 	char	   *data_as_of;
 	bool		isnull;
+	TimestampTz started = GetCurrentTimestamp();
+	long		secs;
+	int			usecs;
 
 	sbx_xact_begin("pgsandbox: handing out a pool member");
-	sbx_check_clone_allowed(by, source, schema_only, &job);
+	sbx_check_clone_allowed(by, req->source, req->schema_only, &job);
 	explicit_bzero(job.conninfo, sizeof(job.conninfo));
-	args[0] = source;
-	args[1] = schema_only ? "true" : "false";
+	args[0] = req->source;
+	args[1] = req->schema_only ? "true" : "false";
 	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS
-					 " SELECT s.id, s.name FROM pgsandbox.sandbox s"
+					 " SELECT s.id, s.name, s.size_bytes FROM pgsandbox.sandbox s"
 					 "   JOIN current_snapshot c ON c.source = s.source"
 					 "    AND c.schema_only = s.schema_only AND c.id = s.snapshot_id"
 					 "  WHERE s.kind = 'pool' AND s.status = 'ready'"
@@ -77,7 +83,9 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 	}
 	id = sbx_spi_text(0, 1);
 	name = sbx_spi_text(0, 2);
+	size = sbx_spi_text(0, 3);
 	sbx_check_quotas(by);
+	sbx_check_budget(by, SBX_KIND_SANDBOX, size ? pg_strtoint64(size) : 0, false);
 
 	/* a password no one has seen, and the login back */
 	sbx_random_string(outcome->password, SBX_PASSWORD_LEN, SBX_PASSWORD_ALPHABET);
@@ -86,12 +94,14 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 	explicit_bzero(verifier, strlen(verifier));
 
 	snprintf(owner, sizeof(owner), "%u", by->role);
-	snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_secs);
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, req->ttl_secs);
+	snprintf(idle, sizeof(idle), INT64_FORMAT, req->idle_secs);
 	args[0] = id;
 	args[1] = owner;
 	args[2] = by->name;
-	args[3] = labels;
+	args[3] = req->labels;
 	args[4] = ttl;
+	args[5] = idle;
 	sbx_spi("UPDATE pgsandbox.sandbox SET kind = 'sandbox', method = 'pool',"
 			" owner_oid = $2::oid, requested_by = $3::name, labels = $4::jsonb,"
 			" ttl = pg_catalog.make_interval(secs => $5::float8),"
@@ -102,13 +112,20 @@ sbx_pool_handout(const SbxActor *by, const char *source, bool schema_only,
 	outcome->expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc, 1, &isnull));
 	data_as_of = sbx_spi_text(0, 2);
+	if (sbx_catalog_has_usage())
+		sbx_spi("UPDATE pgsandbox.sandbox SET last_used_at = pg_catalog.now(),"
+				" idle_timeout = CASE WHEN $6::bigint > 0"
+				"  THEN pg_catalog.make_interval(secs => $6::float8) END"
+				" WHERE id = $1::bigint", SPI_OK_UPDATE, 6, args);
 	args[1] = outcome->password;
 	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
 	sbx_log_event(name, "handout", by->name,
 				  psprintf("from the pool of source \"%s\", data as of %s",
-						   source, data_as_of));
+						   req->source, data_as_of));
 	strlcpy(outcome->result_name, name, sizeof(outcome->result_name));
+	TimestampDifference(started, GetCurrentTimestamp(), &secs, &usecs);
+	sbx_count_clone("pool", secs + usecs / 1000000.0);
 	sbx_xact_commit();
 	return true;
 }

@@ -42,13 +42,18 @@ PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
  * Months count as 30 days, as in interval comparison.
  */
 static int64
+sbx_interval_seconds(Interval *span)
+{
+	return span->time / USECS_PER_SEC +
+		(int64) span->day * SECS_PER_DAY +
+		(int64) span->month * DAYS_PER_MONTH * SECS_PER_DAY;
+}
+
+static int64
 sbx_ttl_seconds(Interval *ttl)
 {
-	int64		secs;
+	int64		secs = sbx_interval_seconds(ttl);
 
-	secs = ttl->time / USECS_PER_SEC +
-		(int64) ttl->day * SECS_PER_DAY +
-		(int64) ttl->month * DAYS_PER_MONTH * SECS_PER_DAY;
 	if (secs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -81,6 +86,7 @@ sbx_init_request(SbxRequest *req, SbxRequestKind kind)
 	req->kind = kind;
 	req->caller = sbx_caller();
 	req->caller_is_admin = sbx_is_admin(req->caller);
+	req->source_bytes = -1;
 	strlcpy(req->actor, GetUserNameFromId(req->caller, false),
 			sizeof(req->actor));
 }
@@ -149,16 +155,36 @@ sbx_check_request_source(const SbxRequest *req, bool check_data)
 }
 
 /*
- * Read the source database's encoding and locale into *locale, for the
- * worker to create the sandbox database with.  If the source cannot be
+ * What a copy of the source is expected to take, for the disk budget: its
+ * database's size, or -1 if it does not say.
+ */
+static void
+sbx_probe_source_size(PGconn *conn, SbxRequest *req)
+{
+	PGresult   *res;
+
+	res = libpqsrv_exec(conn, "SELECT pg_catalog.pg_database_size(pg_catalog.current_database())",
+						PG_WAIT_EXTENSION);
+	req->source_bytes = -1;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		!PQgetisnull(res, 0, 0))
+		req->source_bytes = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+}
+
+/*
+ * Read the source database's encoding and locale into req->locale, for the
+ * worker to create the sandbox database with, and its size into
+ * req->source_bytes.  If the source cannot be
  * read now, *locale stays empty: the clone worker then meets the same
  * trouble and the clone fails with a failed row that says why (or, if the
  * source is back by then, it checks the locale itself).  A source newer
  * than this server is refused here, before anything is asked of the worker.
  */
 void
-sbx_probe_source_locale(const char *source, SbxLocale *locale)
+sbx_probe_source(const char *source, SbxRequest *req)
 {
+	SbxLocale  *locale = &req->locale;
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	PGconn	   *volatile conn = NULL;
@@ -171,6 +197,7 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 		conn = sbx_source_connect(source);
 		source_version = PQserverVersion(conn);
 		sbx_read_source_locale(conn, source, locale);
+		sbx_probe_source_size(conn, req);
 		libpqsrv_disconnect(conn);
 		conn = NULL;
 		ReleaseCurrentSubTransaction();
@@ -190,6 +217,7 @@ sbx_probe_source_locale(const char *source, SbxLocale *locale)
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 		memset(locale, 0, sizeof(*locale));
+		req->source_bytes = -1;
 		/* a cancel of the caller is not the source's trouble */
 		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 			ReThrowError(edata);
@@ -233,7 +261,7 @@ sbx_snapshot_serves(const SbxRequest *req)
 
 /*
  * clone(source text, schema_only boolean, ttl interval, labels jsonb,
- *		 fresh boolean)
+ *		 fresh boolean, statistics boolean, idle_timeout interval)
  *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
  */
 Datum
@@ -258,6 +286,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		sbx_require_arg(fcinfo, 4, "fresh");
 	if (PG_NARGS() > 5)
 		sbx_require_arg(fcinfo, 5, "statistics");
+	/* ... nor idle_timeout (0.7) */
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -286,6 +315,18 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(2) && req.ttl_secs > sbx_max_ttl)
 		req.ttl_secs = sbx_max_ttl;
 
+	/* an idle timeout of 0 turns idle expiry off for this sandbox */
+	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
+	{
+		req.idle_secs = sbx_interval_seconds(PG_GETARG_INTERVAL_P(6));
+		if (req.idle_secs < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("idle_timeout must not be negative")));
+	}
+	else
+		req.idle_secs = sbx_default_idle_timeout;
+
 	jb = PG_GETARG_JSONB_P(3);
 	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
 		ereport(ERROR,
@@ -306,7 +347,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	strlcpy(req.source, source, sizeof(req.source));
 	sbx_check_request_source(&req, true);
 	if (!sbx_snapshot_serves(&req))
-		sbx_probe_source_locale(req.source, &req.locale);
+		sbx_probe_source(req.source, &req);
 
 	sbx_run_request(&req, &result);
 

@@ -65,7 +65,7 @@ pgsandbox_snapshot(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	sbx_snapshot_request(&req, SBX_REQ_SNAPSHOT,
 						 text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_BOOL(1), true);
-	sbx_probe_source_locale(req.source, &req.locale);
+	sbx_probe_source(req.source, &req);
 	sbx_run_request(&req, &result);
 
 	tupdesc = BlessTupleDesc(tupdesc);
@@ -128,7 +128,7 @@ pgsandbox_schedule_snapshot(PG_FUNCTION_ARGS)
 	if (schedule != NULL)
 	{
 		strlcpy(req.schedule, schedule, sizeof(req.schedule));
-		sbx_probe_source_locale(req.source, &req.locale);
+		sbx_probe_source(req.source, &req);
 	}
 	sbx_run_request(&req, &result);
 	PG_RETURN_VOID();
@@ -159,7 +159,7 @@ pgsandbox_set_pool(PG_FUNCTION_ARGS)
 						 size > 0);
 	req.pool_size = size;
 	if (size > 0)
-		sbx_probe_source_locale(req.source, &req.locale);
+		sbx_probe_source(req.source, &req);
 	sbx_run_request(&req, &result);
 	PG_RETURN_VOID();
 }

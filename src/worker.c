@@ -294,6 +294,9 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 
 		if (job.sandbox_id > 0)
 			sbx_fail_clone_quietly(job.sandbox_id, edata->message, by->name);
+		if (spec->kind == SBX_KIND_SANDBOX)
+			sbx_count_clone_failure(spec->snapshot ? "snapshot" : "dump",
+									edata->sqlerrcode);
 		if (slot < 0)
 			ereport(LOG,
 					(errmsg("could not start a %s of source \"%s\"",
@@ -474,6 +477,8 @@ sbx_clone_finish(int j)
 		}
 		reason = detail ? psprintf("%s\n%s", message, detail) : pstrdup(message);
 		sbx_fail_clone_quietly(job.sandbox_id, reason, sbx_jobs[j].actor);
+		if (job.kind == SBX_KIND_SANDBOX)
+			sbx_count_clone_failure(job.snapshot_id ? "snapshot" : "dump", code);
 		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
 		ereport(LOG,
 				(errmsg("clone of source \"%s\" into sandbox \"%s\" failed",
@@ -634,8 +639,7 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	PG_TRY();
 	{
 		if (sbx_pools_may_exist &&
-			sbx_pool_handout(&by, req->source, req->schema_only, req->ttl_secs,
-							 req->labels, &outcome))
+			sbx_pool_handout(&by, req, &outcome))
 		{
 			answered = true;
 			if (!sbx_queue_answer(slot, req->serial, &outcome))
@@ -651,7 +655,10 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	}
 	PG_CATCH();
 	{
-		sbx_answer_with(slot, req->serial, sbx_catch_error(cxt));
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		sbx_count_clone_failure("pool", edata->sqlerrcode);
+		sbx_answer_with(slot, req->serial, edata);
 		answered = true;
 	}
 	PG_END_TRY();
@@ -690,6 +697,8 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.locale = &req->locale;
 	spec.snapshot = have_snapshot ? &snapshot : NULL;
 	spec.statistics = req->statistics;
+	spec.idle_secs = req->idle_secs;
+	spec.source_bytes = req->source_bytes;
 	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
 }
 
@@ -701,7 +710,8 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
  */
 static bool
 sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
-				   const char *source, bool schema_only, const SbxLocale *probed)
+				   const char *source, bool schema_only, const SbxLocale *probed,
+				   int64 source_bytes)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxLocale	locale;
@@ -730,6 +740,7 @@ sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
 	spec.source = source;
 	spec.schema_only = schema_only;
 	spec.locale = &locale;
+	spec.source_bytes = source_bytes;
 	return sbx_clone_start(j, slot, serial, by, &spec);
 }
 
@@ -768,7 +779,7 @@ sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
 		return;
 	if (req->kind == SBX_REQ_SNAPSHOT)
 		(void) sbx_start_snapshot(j, slot, req->serial, &by, req->source,
-								  req->schema_only, &req->locale);
+								  req->schema_only, &req->locale, req->source_bytes);
 	else
 		(void) sbx_queue_answer(slot, req->serial, &outcome);
 }
@@ -960,6 +971,28 @@ sbx_running_jobs(int *background)
 }
 
 /*
+ * Whether a pool member of 'bytes' fits in the disk budget.  One that does
+ * not is held back, not failed, until space is freed; the first hold is
+ * logged.
+ */
+static bool
+sbx_pool_fill_fits(const char *source, int64 bytes)
+{
+	static bool held = false;
+	bool		fits;
+
+	sbx_xact_begin("pgsandbox: checking the disk budget");
+	fits = sbx_budget_allows(bytes);
+	sbx_xact_commit();
+	if (!fits && !held)
+		ereport(LOG,
+				(errmsg("pool of source \"%s\" is not filled: a member would pass pgsandbox.max_total_size",
+						source)));
+	held = !fits;
+	return fits;
+}
+
+/*
  * The upkeep of snapshots and pools, one piece a step: drop a snapshot that
  * serves no more or a stale pool member; else, if a clone job is free for
  * it, start a scheduled snapshot build or fill a pool (building its
@@ -996,15 +1029,16 @@ sbx_upkeep_step(void)
 			/* a start that fails waits for the next interval */
 			if (sbx_next_scheduled_build(source, &schema_only))
 				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
-										  schema_only, NULL);
+										  schema_only, NULL, -1);
 			else if (sbx_pool_next_fill(source, &schema_only, &need_snapshot))
 			{
 				SbxSnapshotRef snapshot;
 
 				if (need_snapshot)
 					more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
-											  schema_only, NULL);
-				else if (sbx_current_snapshot(source, schema_only, &snapshot))
+											  schema_only, NULL, -1);
+				else if (sbx_current_snapshot(source, schema_only, &snapshot) &&
+						 sbx_pool_fill_fits(source, snapshot.size_bytes))
 				{
 					SbxCloneSpec spec;
 
@@ -1030,10 +1064,79 @@ sbx_upkeep_step(void)
 	return more;
 }
 
+/*
+ * Logins noted in shared memory go to the catalog once a minute, or at
+ * once when the table is full (usage.c); the check is cheap.
+ */
+static long
+sbx_usage_interval(void)
+{
+	return 1000L;
+}
+
+static bool
+sbx_usage_step(void)
+{
+	static TimestampTz last_flush = 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (last_flush == 0)
+		last_flush = GetCurrentTimestamp();
+	if (!sbx_catalog_current || !sbx_usage_flush_due(last_flush))
+		return false;
+	last_flush = GetCurrentTimestamp();
+	PG_TRY();
+	{
+		sbx_usage_flush();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not record the use of sandboxes"),
+				 errdetail_internal("%s", edata->message)));
+	}
+	PG_END_TRY();
+	return false;
+}
+
+static long
+sbx_measure_interval(void)
+{
+	return sbx_size_check_interval * 1000L;
+}
+
+/* Measure the sandboxes in use, for the disk budget (disk_budget.c). */
+static bool
+sbx_measure_step(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!sbx_catalog_current)
+		return false;
+	PG_TRY();
+	{
+		sbx_measure_sizes();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not measure sandboxes"),
+				 errdetail_internal("%s", edata->message)));
+	}
+	PG_END_TRY();
+	return false;
+}
+
 static SbxTimer sbx_timers[] = {
 	{sbx_reap_interval, sbx_reap_step, 0, false},
 	{sbx_reconcile_interval, sbx_reconcile_step, 0, false},
 	{sbx_upkeep_interval, sbx_upkeep_step, 0, false},
+	{sbx_usage_interval, sbx_usage_step, 0, false},
+	{sbx_measure_interval, sbx_measure_step, 0, false},
 };
 #define SBX_TIMER_RECONCILE 1
 

@@ -153,6 +153,13 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is( $node->safe_psql('postgres',
 			"SELECT protected_until > now() FROM pgsandbox.sandboxes WHERE name = '$copy'"),
 		't', "from $from: protect() works after the update");
+	is( $node->safe_psql('postgres',
+			"SELECT sum(value) FROM pgsandbox.metrics WHERE name = 'pgsandbox_clones_total'"
+			  . " AND labels ->> 'outcome' = 'ok'"),
+		'2', "from $from: the metrics count the clones made after the update");
+	is( $node->safe_psql('postgres',
+			"SELECT last_used_at IS NOT NULL FROM pgsandbox.sandboxes WHERE name = '$copy'"),
+		't', "from $from: and sandboxes record their last use");
 
 	# masking rules apply to a data clone after the update
 	$node->safe_psql('postgres', q{SELECT pgsandbox.mask('shop', 'public.item.name', $$'n' || id$$)});

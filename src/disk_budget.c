@@ -1,0 +1,255 @@
+/*-------------------------------------------------------------------------
+ *
+ * disk_budget.c
+ *	  The disk budget: refusing copies that would pass it, measuring the
+ *	  sandboxes in use, and making one that grew too large read-only.
+ *
+ * Every database pgsandbox makes is counted by the size_bytes of its
+ * catalog row.  A row being cloned holds the size its copy is expected to
+ * reach (its snapshot's, the source's, or an empty database's for a dump
+ * of the schema only), so that copies under way count as well; a ready
+ * one holds what was last measured.  A new copy is refused, before
+ * anything is created, if it would take the total past
+ * pgsandbox.max_total_size or its owner's sandboxes past
+ * pgsandbox.max_size_per_owner (SQLSTATE 53100, with the figures).
+ *
+ * Sizes are logical (pg_database_size): a thin copy that shares its blocks
+ * with its snapshot counts in full.
+ *
+ * Measuring every database on every pass would cost a walk of each one's
+ * directory.  Only a sandbox can grow, and only while a session is open in
+ * it, so a pass measures the sandboxes that have sessions now, had some at
+ * their last measurement, or were logged into since; a bounded number of
+ * them, the longest unmeasured first.
+ *
+ * A sandbox measured past pgsandbox.max_sandbox_size is made read-only
+ * (read_only.c): its database refuses writes from then on, its sessions are
+ * ended once so that new ones start read-only, and an event names the
+ * limit.  It stays readable.  Neither extend() nor a larger limit makes it
+ * writable again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "pgsandbox.h"
+#include "utils/builtins.h"
+
+/* sandboxes a pass measures at most */
+#define SBX_MEASURE_BATCH	32
+
+#define SBX_MB	((int64) 1024 * 1024)
+
+static char *
+sbx_pretty_size(int64 bytes)
+{
+	return text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+															  Int64GetDatum(bytes))));
+}
+
+/*
+ * In a worker transaction: the size a new copy is expected to reach.  A
+ * copy of a snapshot, its size; a dump of the schema only, an empty
+ * database's; a dump with data, the source's size as the caller probed it,
+ * or else its last snapshot's with data.  0 if nothing tells.
+ */
+int64
+sbx_expected_size(const SbxCloneSpec *spec)
+{
+	const char *args[1] = {spec->source};
+	int64		expected = 0;
+	bool		isnull;
+
+	if (spec->snapshot)
+		return spec->snapshot->size_bytes;
+	if (spec->schema_only)
+		sbx_spi("SELECT pg_catalog.pg_database_size('template0'::name)",
+				SPI_OK_SELECT, 0, NULL);
+	else if (spec->source_bytes > 0)
+		return spec->source_bytes;
+	else
+		sbx_spi("SELECT s.size_bytes FROM pgsandbox.sandbox s"
+				" WHERE s.kind = 'snapshot' AND s.status IN ('ready', 'dropped')"
+				"   AND s.source = $1 AND NOT s.schema_only AND s.size_bytes IS NOT NULL"
+				" ORDER BY s.id DESC LIMIT 1", SPI_OK_SELECT, 1, args);
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			expected = DatumGetInt64(d);
+	}
+	return expected;
+}
+
+/*
+ * In a worker transaction: refuse a copy of 'expected' bytes that would
+ * take pgsandbox's databases past pgsandbox.max_total_size (adds_to_total:
+ * a new database, not a pool member handed out) or, for a sandbox, its
+ * owner's past pgsandbox.max_size_per_owner.
+ */
+void
+sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
+				 bool adds_to_total)
+{
+	char		owner[16];
+	const char *args[1] = {owner};
+	bool		isnull;
+	Datum		d;
+	int64		total;
+	int64		mine;
+
+	if (sbx_max_total_size == 0 && sbx_max_size_per_owner == 0)
+		return;
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint,"
+			"       COALESCE(pg_catalog.sum(size_bytes)"
+			"                FILTER (WHERE kind = 'sandbox' AND owner_oid = $1::oid), 0)::bigint"
+			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+			SPI_OK_SELECT, 1, args);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	total = DatumGetInt64(d);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	mine = DatumGetInt64(d);
+
+	if (adds_to_total && sbx_max_total_size > 0 &&
+		total + expected > sbx_max_total_size * SBX_MB)
+		ereport(ERROR,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("a new %s would pass pgsandbox's disk budget", sbx_kind_names[kind]),
+				 errdetail("It needs about %s; pgsandbox's databases take %s of the %s pgsandbox.max_total_size allows.",
+						   sbx_pretty_size(expected), sbx_pretty_size(total),
+						   sbx_pretty_size(sbx_max_total_size * SBX_MB)),
+				 errhint("Drop sandboxes that are no longer needed, or raise pgsandbox.max_total_size.")));
+	if (kind == SBX_KIND_SANDBOX && sbx_max_size_per_owner > 0 &&
+		mine + expected > sbx_max_size_per_owner * SBX_MB)
+		ereport(ERROR,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("a new sandbox would pass the disk budget of role \"%s\"", by->name),
+				 errdetail("It needs about %s; the role's sandboxes take %s of the %s pgsandbox.max_size_per_owner allows.",
+						   sbx_pretty_size(expected), sbx_pretty_size(mine),
+						   sbx_pretty_size(sbx_max_size_per_owner * SBX_MB)),
+				 errhint("Drop sandboxes that are no longer needed.")));
+}
+
+/*
+ * In a worker transaction: whether a copy of 'expected' bytes fits in the
+ * total budget.  A pool fill that does not is held back (worker.c).
+ */
+bool
+sbx_budget_allows(int64 expected)
+{
+	bool		isnull;
+	int64		total;
+
+	if (sbx_max_total_size == 0)
+		return true;
+	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint"
+			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+			SPI_OK_SELECT, 0, NULL);
+	total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	return total + expected <= sbx_max_total_size * SBX_MB;
+}
+
+/*
+ * Make a sandbox that grew past pgsandbox.max_sandbox_size read-only: set
+ * its database so, record it, and end its sessions once, so that every
+ * session from now on starts read-only.
+ */
+static void
+sbx_make_read_only(const char *id, const char *name, const char *db_oid,
+				   int64 size)
+{
+	const char *args[1] = {id};
+	const char *dbargs[1] = {db_oid};
+	const char *db = quote_identifier(name);
+
+	sbx_xact_begin("pgsandbox: making a sandbox read-only");
+	sbx_run_utility(psprintf("ALTER DATABASE %s SET default_transaction_read_only = on", db), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s SET pgsandbox.read_only = on", db), NULL);
+	sbx_spi("UPDATE pgsandbox.sandbox SET read_only_at = pg_catalog.now()"
+			" WHERE id = $1::bigint AND read_only_at IS NULL",
+			SPI_OK_UPDATE, 1, args);
+	sbx_log_event(name, "read_only", SBX_WORKER_ACTOR,
+				  psprintf("grew to %s, past pgsandbox.max_sandbox_size (%s): writes are refused from now on",
+						   sbx_pretty_size(size),
+						   sbx_pretty_size(sbx_max_sandbox_size * SBX_MB)));
+	sbx_xact_commit();
+
+	sbx_xact_begin("pgsandbox: ending the sessions of a read-only sandbox");
+	sbx_spi("SELECT pg_catalog.pg_terminate_backend(a.pid)"
+			"  FROM pg_catalog.pg_stat_activity a"
+			" WHERE a.datid = $1::oid AND a.pid <> pg_catalog.pg_backend_pid()",
+			SPI_OK_SELECT, 1, dbargs);
+	sbx_xact_commit();
+	ereport(LOG,
+			(errmsg("sandbox \"%s\" is read-only: it grew to %s, past pgsandbox.max_sandbox_size",
+					name, sbx_pretty_size(size))));
+}
+
+/*
+ * The lifecycle worker's timer: measure the sandboxes in use, at most
+ * SBX_MEASURE_BATCH of them, and make those that grew too large read-only.
+ */
+void
+sbx_measure_sizes(void)
+{
+	char		limit[32];
+	char		batch[16];
+	const char *args[2] = {limit, batch};
+	List	   *ids;
+	List	   *names;
+	List	   *dbs;
+	List	   *sizes;
+	ListCell   *l1,
+			   *l2,
+			   *l3,
+			   *l4;
+
+	snprintf(limit, sizeof(limit), INT64_FORMAT,
+			 sbx_max_sandbox_size > 0 ? sbx_max_sandbox_size * SBX_MB : (int64) -1);
+	snprintf(batch, sizeof(batch), "%d", SBX_MEASURE_BATCH);
+	sbx_xact_begin("pgsandbox: measuring sandboxes");
+	if (!sbx_catalog_has_usage())
+	{
+		sbx_xact_commit();
+		return;
+	}
+	sbx_spi("WITH busy AS ("
+			"  SELECT DISTINCT a.datid FROM pg_catalog.pg_stat_activity a"
+			"   WHERE a.datid IS NOT NULL),"
+			" todo AS ("
+			"  SELECT s.id, b.datid IS NOT NULL AS busy FROM pgsandbox.sandbox s"
+			"    JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
+			"    LEFT JOIN busy b ON b.datid = s.db_oid"
+			"   WHERE s.status = 'ready' AND s.kind = 'sandbox'"
+			"     AND (b.datid IS NOT NULL OR s.size_busy OR s.size_measured_at IS NULL"
+			"          OR s.last_used_at > s.size_measured_at)"
+			"   ORDER BY s.size_measured_at NULLS FIRST LIMIT $2::integer),"
+			" measured AS ("
+			"  UPDATE pgsandbox.sandbox s"
+			"     SET size_bytes = pg_catalog.pg_database_size(s.db_oid),"
+			"         size_measured_at = pg_catalog.now(), size_busy = t.busy"
+			"    FROM todo t WHERE s.id = t.id"
+			"  RETURNING s.id, s.name, s.db_oid, s.size_bytes, s.read_only_at)"
+			" SELECT m.id, m.name, m.db_oid, m.size_bytes FROM measured m"
+			"  WHERE $1::bigint > 0 AND m.read_only_at IS NULL"
+			"    AND m.size_bytes > $1::bigint",
+			SPI_OK_SELECT, 2, args);
+	ids = sbx_keep_column(1);
+	names = sbx_keep_column(2);
+	dbs = sbx_keep_column(3);
+	sizes = sbx_keep_column(4);
+	sbx_xact_commit();
+
+	forfour(l1, ids, l2, names, l3, dbs, l4, sizes)
+		sbx_make_read_only(lfirst(l1), lfirst(l2), lfirst(l3),
+						   pg_strtoint64(lfirst(l4)));
+	list_free_deep(ids);
+	list_free_deep(names);
+	list_free_deep(dbs);
+	list_free_deep(sizes);
+}
