@@ -150,3 +150,5 @@ COMMENT ON VIEW pgsandbox.metrics IS
 	'Prometheus-style series of pgsandbox''s state and counters (for admins and pg_monitor)';
 REVOKE ALL ON pgsandbox.metrics FROM PUBLIC;
 GRANT SELECT ON pgsandbox.metrics TO pgsandbox_admin, pg_monitor;
+-- a monitoring role reaches the view through the schema
+GRANT USAGE ON SCHEMA pgsandbox TO pg_monitor;

@@ -1,6 +1,7 @@
 --
 -- clone_errors: bad input to clone, drop, extend, protect and gc is refused with a
--- clear error, and nothing is created or dropped
+-- clear error, and nothing is created or dropped; the metrics and the settings
+-- of the disk budget are closed to others
 --
 SELECT pgsandbox.add_source('app', 'dbname=contrib_regression');
 
@@ -26,6 +27,7 @@ SELECT * FROM pgsandbox.clone('app', labels => '"text"');
 SELECT * FROM pgsandbox.clone('app', labels => '42');
 SELECT * FROM pgsandbox.clone('app', labels => jsonb_build_object('big', repeat('x', 5000)));
 SELECT * FROM pgsandbox.clone('app', schema_only => false);
+SELECT * FROM pgsandbox.clone('app', idle_timeout => '-1 minute');
 
 -- drop
 SELECT pgsandbox.drop('postgres');
@@ -72,6 +74,10 @@ SELECT * FROM pgsandbox.clone('app');
 SELECT pgsandbox.drop('sbx_typo0000');
 SELECT * FROM pgsandbox.gc();
 SELECT * FROM pgsandbox.sandboxes;
+SELECT * FROM pgsandbox.metrics;
+SELECT * FROM pgsandbox._queue_depth();
+SET pgsandbox.read_only = on;
+SET pgsandbox.max_total_size = '1MB';
 RESET ROLE;
 REVOKE USAGE ON SCHEMA pgsandbox FROM regress_sbx_nobody;
 DROP ROLE regress_sbx_nobody;

@@ -7,11 +7,12 @@ set -euo pipefail
 
 # The extensions whose sources the fidelity tests clone (PostGIS, pg_partman,
 # orafce) come from Debian too; xfsprogs makes the copy-on-write filesystem of
-# the thin-clone test (test/pg/cow.sh).
+# the thin-clone test (test/pg/cow.sh); the metrics test scrapes Debian's
+# prometheus-postgres-exporter with curl.
 pkgs=(postgresql-15 postgresql-client-15 postgresql-contrib postgresql-server-dev-15
 	  libpq-dev libkrb5-dev libipc-run-perl make gcc
 	  postgresql-15-postgis-3 postgresql-15-partman postgresql-15-orafce locales
-	  xfsprogs)
+	  xfsprogs prometheus-postgres-exporter curl)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

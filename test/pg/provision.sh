@@ -42,7 +42,7 @@ root=$(pgsbx_root "$version")
 pkgs=(postgresql-$version postgresql-server-dev-$version
 	  libicu-dev libkrb5-dev make gcc libipc-run-perl locales
 	  postgresql-$version-postgis-3 postgresql-$version-partman
-	  postgresql-$version-orafce nodejs procps)
+	  postgresql-$version-orafce nodejs procps prometheus-postgres-exporter curl)
 stamp_text="suite=$suite packages=${pkgs[*]}"
 
 if [ -f "$root/.pgsandbox-stamp" ] && [ "$(cat "$root/.pgsandbox-stamp")" = "$stamp_text" ]; then
