@@ -273,6 +273,12 @@ is(poll_value($node, 'SELECT ready FROM pgsandbox.pools', '2', 120), '2',
 ok( $node->safe_psql('postgres',
 		"SELECT value <= $total * 1024 * 1024 FROM pgsandbox.metrics WHERE name = 'pgsandbox_budget_used_bytes' AND labels ->> 'scope' = 'total'") eq 't',
 	'within the budget');
+$before = counts();
+($ret, $out, $err) = sandbox_psql($node, 'dbname=postgres',
+	"\\set VERBOSITY verbose\nSELECT pgsandbox.snapshot('app')");
+like($err, qr/53100: a new snapshot would pass pgsandbox's disk budget/,
+	'a snapshot build that would pass it is refused too');
+is(counts(), $before, 'and makes nothing');
 $node->stop;
 
 # ---------------------------------------------------------------------------
