@@ -52,6 +52,17 @@
 #endif
 
 /*
+ * PostgreSQL 17 replaced IsAutoVacuumWorkerProcess() by the
+ * AmAutoVacuumWorkerProcess() macro of miscadmin.h.
+ */
+#if PG_VERSION_NUM >= PG_VERSION_17
+#define sbx_am_autovacuum_worker_compat() AmAutoVacuumWorkerProcess()
+#else
+#include "postmaster/autovacuum.h"
+#define sbx_am_autovacuum_worker_compat() IsAutoVacuumWorkerProcess()
+#endif
+
+/*
  * PostgreSQL 16 gave pg_auth_members a grantor key: AUTHMEMMEMROLE looks up
  * (member, role, grantor) there and (member, role) before.  Nothing here
  * wraps it: access.c lists the rows of one member by the first key alone,

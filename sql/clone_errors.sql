@@ -28,6 +28,7 @@ SELECT * FROM pgsandbox.clone('app', labels => '42');
 SELECT * FROM pgsandbox.clone('app', labels => jsonb_build_object('big', repeat('x', 5000)));
 SELECT * FROM pgsandbox.clone('app', schema_only => false);
 SELECT * FROM pgsandbox.clone('app', idle_timeout => '-1 minute');
+SELECT * FROM pgsandbox.clone('app', idle_timeout => '2 days');
 
 -- drop
 SELECT pgsandbox.drop('postgres');

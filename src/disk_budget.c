@@ -19,8 +19,9 @@
  * Measuring every database on every pass would cost a walk of each one's
  * directory.  Only a sandbox can grow, and only while a session is open in
  * it, so a pass measures the sandboxes that have sessions now, had some at
- * their last measurement, or were logged into since; a bounded number of
- * them, the longest unmeasured first.
+ * their last measurement, or were logged into since (and those last
+ * measured past a limit lowered since, or whose making read-only failed);
+ * a bounded number of them, the longest unmeasured first.
  *
  * A sandbox measured past pgsandbox.max_sandbox_size is made read-only
  * (read_only.c): its database refuses writes from then on, its sessions are
@@ -114,15 +115,20 @@ sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	mine = DatumGetInt64(d);
 
+	/* what all of pgsandbox's databases take is for admins to know */
 	if (adds_to_total && sbx_max_total_size > 0 &&
 		total + expected > sbx_max_total_size * SBX_MB)
 		ereport(ERROR,
 				(errcode(ERRCODE_DISK_FULL),
 				 errmsg("a new %s would pass pgsandbox's disk budget", sbx_kind_names[kind]),
-				 errdetail("It needs about %s; pgsandbox's databases take %s of the %s pgsandbox.max_total_size allows.",
-						   sbx_pretty_size(expected), sbx_pretty_size(total),
-						   sbx_pretty_size(sbx_max_total_size * SBX_MB)),
-				 errhint("Drop sandboxes that are no longer needed, or raise pgsandbox.max_total_size.")));
+				 by->is_admin
+				 ? errdetail("It needs about %s; pgsandbox's databases take %s of the %s pgsandbox.max_total_size allows.",
+							 sbx_pretty_size(expected), sbx_pretty_size(total),
+							 sbx_pretty_size(sbx_max_total_size * SBX_MB))
+				 : errdetail("It needs about %s, more than is left of the %s pgsandbox.max_total_size allows.",
+							 sbx_pretty_size(expected),
+							 sbx_pretty_size(sbx_max_total_size * SBX_MB)),
+				 errhint("Drop sandboxes that are no longer needed, or ask an admin to raise pgsandbox.max_total_size.")));
 	if (kind == SBX_KIND_SANDBOX && sbx_max_size_per_owner > 0 &&
 		mine + expected > sbx_max_size_per_owner * SBX_MB)
 		ereport(ERROR,
@@ -227,7 +233,9 @@ sbx_measure_sizes(void)
 			"    LEFT JOIN busy b ON b.datid = s.db_oid"
 			"   WHERE s.status = 'ready' AND s.kind = 'sandbox'"
 			"     AND (b.datid IS NOT NULL OR s.size_busy OR s.size_measured_at IS NULL"
-			"          OR s.last_used_at > s.size_measured_at)"
+			"          OR s.last_used_at > s.size_measured_at"
+			"          OR ($1::bigint > 0 AND s.read_only_at IS NULL"
+			"              AND s.size_bytes > $1::bigint))"
 			"   ORDER BY s.size_measured_at NULLS FIRST LIMIT $2::integer),"
 			" measured AS ("
 			"  UPDATE pgsandbox.sandbox s"
@@ -245,9 +253,26 @@ sbx_measure_sizes(void)
 	sizes = sbx_keep_column(4);
 	sbx_xact_commit();
 
+	/* one that fails is measured again, and tried again, next pass */
 	forfour(l1, ids, l2, names, l3, dbs, l4, sizes)
-		sbx_make_read_only(lfirst(l1), lfirst(l2), lfirst(l3),
-						   pg_strtoint64(lfirst(l4)));
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+
+		PG_TRY();
+		{
+			sbx_make_read_only(lfirst(l1), lfirst(l2), lfirst(l3),
+							   pg_strtoint64(lfirst(l4)));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = sbx_catch_error(cxt);
+
+			ereport(WARNING,
+					(errmsg("could not make sandbox \"%s\" read-only", (char *) lfirst(l2)),
+					 errdetail_internal("%s", edata->message)));
+		}
+		PG_END_TRY();
+	}
 	list_free_deep(ids);
 	list_free_deep(names);
 	list_free_deep(dbs);

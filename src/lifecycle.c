@@ -61,14 +61,17 @@ sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 /*
  * A condition, in SQL, on a row of pgsandbox.sandbox (0.7): idle, that is a
  * sandbox with an idle timeout, not used for that long by what the catalog
- * knows, and with no session open in its database.
+ * knows, and with no client session open in its database (autovacuum does
+ * not count).  clone() keeps idle timeouts within pgsandbox.max_ttl, so the
+ * sum cannot overflow.
  */
 #define SBX_IDLE_SQL \
 	"(sandbox.idle_timeout IS NOT NULL AND sandbox.kind = 'sandbox'" \
 	" AND COALESCE(sandbox.last_used_at, sandbox.ready_at) + sandbox.idle_timeout" \
 	"     <= pg_catalog.now()" \
 	" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a" \
-	"                  WHERE a.datid = sandbox.db_oid))"
+	"                  WHERE a.datid = sandbox.db_oid" \
+	"                    AND a.backend_type = 'client backend'))"
 
 /*
  * A condition, in SQL, on a row of pgsandbox.sandbox, that it has expired:

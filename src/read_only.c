@@ -6,24 +6,39 @@
  *
  * The worker sets default_transaction_read_only on such a sandbox's
  * database, which tells its users, but which any session may turn off for
- * itself: SET, BEGIN READ WRITE, and the database's owner (the sandbox
- * role) may even reset it for the database.  So the worker also sets
- * pgsandbox.read_only there, a setting only a superuser may change, and
- * in a session where it is on, every statement runs in a read-only
- * transaction: the executor and utility hooks below make the transaction
- * read-only before PostgreSQL's own checks run, which then refuse writes
- * (and the creation of temporary tables) with SQLSTATE 25006.
+ * itself: SET, PGOPTIONS, BEGIN READ WRITE, and the database's owner (the
+ * sandbox role) may even reset it for the database.  So the worker also
+ * sets pgsandbox.read_only there, a setting only a superuser may change,
+ * and in a session where it is on two checks hold:
  *
- * Functions called through the fast-path protocol run no statement: a
- * session that turned default_transaction_read_only off could still write
- * large objects that way.  Its next measurement shows the growth.
+ * - Every statement runs in a read-only transaction: the executor and
+ *	 utility hooks below make the transaction read-only before PostgreSQL's
+ *	 own checks run, which then refuse writes (and the creation of temporary
+ *	 tables) with SQLSTATE 25006.
+ *
+ * - No transaction that wrote anything commits: a transaction that was
+ *	 given a transaction ID is refused at commit (and at PREPARE
+ *	 TRANSACTION), again with 25006.  This catches the writes that run no
+ *	 statement of their own, and so pass the hooks: large-object functions
+ *	 (PostgreSQL 15 does not check them for read-only transactions),
+ *	 functions called through the fast-path protocol, PL/pgSQL assignments
+ *	 in a transaction a COMMIT inside a procedure began, functions folded
+ *	 by the planner, and commands allowed in read-only transactions that
+ *	 still rewrite data (VACUUM FULL, CLUSTER, REINDEX, ANALYZE).
+ *
+ * What such a transaction wrote before its commit was refused is rolled
+ * back: a rewritten relation's new files are removed, and space taken in
+ * existing ones is reused once vacuumed; it does not add up across
+ * transactions.  Autovacuum is left to do its work.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "pgsandbox.h"
 #include "tcop/utility.h"
 
@@ -60,9 +75,24 @@ sbx_read_only_process_utility(PlannedStmt *pstmt, const char *queryString,
 		XactReadOnly = true;
 }
 
+/* At commit or PREPARE TRANSACTION: refuse a transaction that wrote. */
+static void
+sbx_read_only_xact_callback(XactEvent event, void *arg)
+{
+	if ((event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE) ||
+		!sbx_read_only_setting || sbx_am_autovacuum_worker_compat())
+		return;
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot commit a transaction that wrote to a read-only sandbox"),
+				 errdetail("The sandbox grew past pgsandbox.max_sandbox_size: pgsandbox.read_only is on in its database.")));
+}
+
 void
 sbx_install_read_only_check(void)
 {
+	RegisterXactCallback(sbx_read_only_xact_callback, NULL);
 	prev_executor_start_hook = ExecutorStart_hook;
 	ExecutorStart_hook = sbx_read_only_executor_start;
 	prev_process_utility_hook = ProcessUtility_hook;

@@ -323,6 +323,13 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("idle_timeout must not be negative")));
+		/* longer would mean nothing, and could overflow a timestamp */
+		if (req.idle_secs > sbx_max_ttl)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("idle_timeout must not exceed pgsandbox.max_ttl"),
+					 errdetail("pgsandbox.max_ttl is %s.",
+							   GetConfigOptionByName("pgsandbox.max_ttl", NULL, false))));
 	}
 	else
 		req.idle_secs = sbx_default_idle_timeout;

@@ -216,6 +216,7 @@ is(counts(), $before, 'and leaves nothing behind');
 
 # a sandbox growing past max_sandbox_size turns read-only
 my $grower = start_psql($node, $a1_conninfo,
+	'CREATE SEQUENCE grow_seq',
 	'CREATE TABLE grow AS SELECT g, repeat(md5(g::text), 8) AS x FROM generate_series(1, 25000) g',
 	'SELECT pg_sleep(60)');
 ok(wait_for_event($node, $a1_name, 'read_only'), 'a sandbox that grew past max_sandbox_size is made read-only');
@@ -245,6 +246,18 @@ like($err, qr/25006/, 'its owner cannot reset the database\'s setting');
 like($err, qr/42501: permission denied to set parameter "pgsandbox.read_only"/, 'nor turn pgsandbox.read_only off');
 ($ret, $out, $err) = in_a1("ALTER DATABASE $a1_name RESET ALL;\nINSERT INTO grow VALUES (0, 'x')");
 like($err, qr/25006/, 'nor RESET ALL its way out');
+
+# writes that run no statement of their own are refused at commit
+($ret, $out, $err) = in_a1("SET default_transaction_read_only = off;\n"
+	  . "DO \$\$DECLARE x bigint; BEGIN COMMIT; x := nextval('grow_seq'); END\$\$");
+like($err, qr/25006/, 'nor a PL/pgSQL assignment in a transaction a COMMIT began');
+($ret, $out, $err) = in_a1("SELECT lo_from_bytea(0, 'abc')");
+like($err, qr/25006/, 'nor a large object (PostgreSQL 15 lets read-only transactions write them)');
+($ret, $out, $err) = in_a1("VACUUM FULL grow");
+like($err, qr/25006: cannot commit a transaction that wrote to a read-only sandbox/,
+	'nor VACUUM FULL, which rewrites the table');
+($ret, $out, $err) = in_a1("SELECT (SELECT count(*) FROM pg_largeobject_metadata) || '|' || (SELECT count(*) FROM grow)");
+is($out, '0|25000', 'none of them left anything: no large object, the rows as they were');
 as_user($node, 'alice', "SELECT pgsandbox.extend('$a1_name', '2 hours')");
 ($ret, $out, $err) = in_a1("INSERT INTO grow VALUES (0, 'x')");
 like($err, qr/25006/, 'extend() does not make it writable again');
