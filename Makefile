@@ -19,8 +19,8 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# PGXS knows nothing of our header: every object depends on it.
-$(OBJS): include/pgsandbox.h include/pg_compat.h
+# PGXS knows nothing of our headers: every object depends on them.
+$(OBJS): $(wildcard include/*.h)
 src/suggest_masks.o src/pii_detect.o src/pii_masks.o: include/pii.h
 
 # describe_schema()'s catalog query is kept as SQL and compiled in as a C

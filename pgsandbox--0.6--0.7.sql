@@ -64,6 +64,31 @@ FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval)
 TO pgsandbox_admin, pgsandbox_user;
 
+-- One definition of a source's current snapshot, the worker's, for the
+-- views too: the pools view counted members of the newest snapshot even
+-- when its source had been removed and added again, or its rules changed.
+CREATE FUNCTION pgsandbox._current_snapshots()
+RETURNS TABLE(source text, schema_only boolean, id bigint)
+AS 'MODULE_PATHNAME', 'pgsandbox_current_snapshots'
+LANGUAGE C STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox._current_snapshots() IS
+	'Internal: the snapshot of each source and kind that clones copy now, as the worker decides it';
+REVOKE ALL ON FUNCTION pgsandbox._current_snapshots() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgsandbox._current_snapshots() TO pgsandbox_admin, pg_monitor;
+
+CREATE OR REPLACE VIEW pgsandbox.pools WITH (security_barrier) AS
+	SELECT p.source, p.schema_only, p.pool_size AS size,
+		   (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+			  JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
+			 WHERE s.kind = 'pool' AND s.status = 'ready'
+			   AND s.source = p.source AND s.schema_only = p.schema_only) AS ready,
+		   (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+			 WHERE s.kind = 'pool' AND s.status = 'cloning'
+			   AND s.source = p.source AND s.schema_only = p.schema_only) AS filling
+	  FROM pgsandbox.snapshot_plan p
+	 WHERE p.pool_size > 0 AND pgsandbox._caller_is_admin();
+
 CREATE FUNCTION pgsandbox._queue_depth()
 RETURNS TABLE(state text, requests integer)
 AS 'MODULE_PATHNAME', 'pgsandbox_queue_depth'
@@ -119,6 +144,7 @@ CREATE VIEW pgsandbox.metrics AS
 	  CROSS JOIN LATERAL (
 			VALUES ('wanted', p.pool_size::bigint),
 				   ('ready', (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+								JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
 							   WHERE s.kind = 'pool' AND s.status = 'ready'
 								 AND s.source = p.source AND s.schema_only = p.schema_only)))
 			w(state, n)

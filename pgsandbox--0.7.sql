@@ -575,6 +575,16 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox._progress() IS
 	'Internal: the clones, snapshot builds and pool fills under way';
 
+CREATE FUNCTION pgsandbox._current_snapshots()
+RETURNS TABLE(source text, schema_only boolean, id bigint)
+AS 'MODULE_PATHNAME', 'pgsandbox_current_snapshots'
+LANGUAGE C STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox._current_snapshots() IS
+	'Internal: the snapshot of each source and kind that clones copy now, as the worker decides it';
+REVOKE ALL ON FUNCTION pgsandbox._current_snapshots() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgsandbox._current_snapshots() TO pgsandbox_admin, pg_monitor;
+
 CREATE VIEW pgsandbox.snapshots WITH (security_barrier) AS
 	SELECT p.source, p.schema_only,
 		   CASE WHEN r.id IS NOT NULL THEN 'ready'
@@ -600,13 +610,9 @@ COMMENT ON VIEW pgsandbox.snapshots IS
 CREATE VIEW pgsandbox.pools WITH (security_barrier) AS
 	SELECT p.source, p.schema_only, p.pool_size AS size,
 		   (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+			  JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
 			 WHERE s.kind = 'pool' AND s.status = 'ready'
-			   AND s.source = p.source AND s.schema_only = p.schema_only
-			   AND s.snapshot_id = (SELECT max(c.id) FROM pgsandbox.sandbox c
-									 WHERE c.kind = 'snapshot' AND c.status = 'ready'
-									   AND c.retired_at IS NULL
-									   AND c.source = p.source
-									   AND c.schema_only = p.schema_only)) AS ready,
+			   AND s.source = p.source AND s.schema_only = p.schema_only) AS ready,
 		   (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
 			 WHERE s.kind = 'pool' AND s.status = 'cloning'
 			   AND s.source = p.source AND s.schema_only = p.schema_only) AS filling
@@ -681,6 +687,7 @@ CREATE VIEW pgsandbox.metrics AS
 	  CROSS JOIN LATERAL (
 			VALUES ('wanted', p.pool_size::bigint),
 				   ('ready', (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+								JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
 							   WHERE s.kind = 'pool' AND s.status = 'ready'
 								 AND s.source = p.source AND s.schema_only = p.schema_only)))
 			w(state, n)

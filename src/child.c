@@ -31,6 +31,7 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_conn.h"
 #include "storage/ipc.h"
 #include "storage/pmsignal.h"
 

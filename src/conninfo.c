@@ -17,6 +17,7 @@
 #include "libpq-fe.h"
 #include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_conn.h"
 
 /* Keywords a source may not carry, whatever libpq thinks of them. */
 static const char *const sbx_refused_keywords[] = {

@@ -40,6 +40,7 @@
 #include "common/relpath.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_worker.h"
 #if PG_VERSION_NUM >= 180000
 #include "storage/copydir.h"
 #endif

@@ -33,7 +33,7 @@
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_conn.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"

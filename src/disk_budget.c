@@ -36,6 +36,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 
 /* sandboxes a pass measures at most */

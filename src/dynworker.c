@@ -17,8 +17,8 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "pgsandbox.h"
 #include "postmaster/bgworker.h"
+#include "sbx_worker.h"
 #include "utils/memutils.h"
 
 /*

@@ -36,7 +36,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "pgsandbox.h"
+#include "sbx_conn.h"
 #include "utils/builtins.h"
 
 /*

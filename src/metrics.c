@@ -21,6 +21,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/elog.h"
 

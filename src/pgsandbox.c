@@ -14,13 +14,17 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_masking.h"
+#include "sbx_shmem.h"
+#include "sbx_sql.h"
+#include "sbx_worker.h"
 #include "storage/ipc.h"
-#include "catalog/namespace.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 

@@ -25,8 +25,8 @@
  */
 #include "postgres.h"
 
-#include "pgsandbox.h"
 #include "pii.h"
+#include "sbx_masking.h"
 #include "utils/builtins.h"
 
 const SbxPiiInfo sbx_pii_info[] = {

@@ -22,20 +22,10 @@
 #include "executor/spi.h"
 #include "libpq/crypt.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
-
-/*
- * The current snapshot of each source and kind, as a SQL common table: the
- * newest ready one not retired, made of its source as it is (a source
- * removed and added again is a new one: sbx_same_source).
- */
-#define SBX_CURRENT_SNAPSHOTS \
-	"current_snapshot AS (" \
-	" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s" \
-	"   JOIN pgsandbox.source o ON o.name = s.source AND %s" \
-	"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s" \
-	"  GROUP BY s.source, s.schema_only)"
 
 /*
  * Hand a ready member of the pool of the source a clone request asks for to
@@ -68,13 +58,13 @@ sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 	explicit_bzero(job.conninfo, sizeof(job.conninfo));
 	args[0] = req->source;
 	args[1] = req->schema_only ? "true" : "false";
-	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS
+	sbx_spi(psprintf("WITH %s"
 					 " SELECT s.id, s.name, s.size_bytes FROM pgsandbox.sandbox s"
 					 "   JOIN current_snapshot c ON c.source = s.source"
 					 "    AND c.schema_only = s.schema_only AND c.id = s.snapshot_id"
 					 "  WHERE s.kind = 'pool' AND s.status = 'ready'"
 					 "    AND s.source = $1 AND s.schema_only = $2::boolean"
-					 "  ORDER BY s.id LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
+					 "  ORDER BY s.id LIMIT 1", sbx_current_snapshots_cte()),
 			SPI_OK_SELECT, 2, args);
 	if (SPI_processed == 0)
 	{
@@ -142,7 +132,7 @@ sbx_pool_drop_one_stale(void)
 	List	   *reasons;
 
 	sbx_xact_begin("pgsandbox: looking for stale pool members");
-	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS ","
+	sbx_spi(psprintf("WITH %s" ","
 				" member AS ("
 				"  SELECT s.id, s.snapshot_id, c.id AS current_id, p.pool_size,"
 				"         pg_catalog.row_number() OVER (PARTITION BY s.source, s.schema_only"
@@ -160,7 +150,7 @@ sbx_pool_drop_one_stale(void)
 				"   FROM member"
 				"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
 				"     OR rank > pool_size"
-				"  ORDER BY id", sbx_same_source(), sbx_snapshot_rules_current()),
+				"  ORDER BY id", sbx_current_snapshots_cte()),
 			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);
 	reasons = sbx_keep_column(2);
@@ -183,7 +173,7 @@ sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
 	bool		isnull;
 
 	sbx_xact_begin("pgsandbox: looking for pools to fill");
-	sbx_spi(psprintf("WITH " SBX_CURRENT_SNAPSHOTS
+	sbx_spi(psprintf("WITH %s"
 				" SELECT p.source, p.schema_only, c.id IS NULL"
 				"   FROM pgsandbox.snapshot_plan p"
 				"   LEFT JOIN current_snapshot c"
@@ -204,7 +194,7 @@ sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot)
 				"                       AND NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
 				"                                        WHERE e.sandbox = s.name"
 				"                                          AND e.action = 'cleanup'))"
-				"  ORDER BY p.source, p.schema_only LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
+				"  ORDER BY p.source, p.schema_only LIMIT 1", sbx_current_snapshots_cte()),
 			SPI_OK_SELECT, 0, NULL);
 	found = (SPI_processed == 1);
 	if (found)

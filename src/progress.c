@@ -20,6 +20,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_sql.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/syscache.h"

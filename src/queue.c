@@ -23,7 +23,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_shmem.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"

@@ -14,8 +14,8 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -23,6 +23,10 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_shmem.h"
+#include "sbx_sql.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -247,11 +251,9 @@ sbx_snapshot_serves(const SbxRequest *req)
 	values[0] = CStringGetTextDatum(req->source);
 	values[1] = BoolGetDatum(req->schema_only);
 	SPI_connect();
-	if (SPI_execute_with_args(psprintf("SELECT 1 FROM pgsandbox.sandbox s, pgsandbox.source o"
-									   " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
-									   "   AND s.retired_at IS NULL AND s.source = $1"
-									   "   AND s.schema_only = $2 AND o.name = s.source%s",
-									   sbx_snapshot_rules_current()),
+	if (SPI_execute_with_args(psprintf("WITH %s SELECT 1 FROM current_snapshot"
+									   " WHERE source = $1 AND schema_only = $2",
+									   sbx_current_snapshots_cte()),
 							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the snapshots of source \"%s\"", req->source);
 	found = (SPI_processed > 0);

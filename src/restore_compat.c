@@ -23,7 +23,7 @@
 #include "access/reloptions.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
-#include "pgsandbox.h"
+#include "sbx_conn.h"
 
 /* column options some builds record that others refuse */
 static const char *const sbx_foreign_attoptions[] = {"pg_attver"};

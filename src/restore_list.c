@@ -34,7 +34,8 @@
 #include "catalog/pg_event_trigger.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
-#include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_masking.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
 

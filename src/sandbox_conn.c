@@ -22,6 +22,8 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_sql.h"
 #include "utils/builtins.h"
 
 /*

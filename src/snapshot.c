@@ -30,6 +30,10 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_masking.h"
+#include "sbx_shmem.h"
+#include "sbx_sql.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -63,16 +67,37 @@ sbx_snapshots_in_use(bool *pools)
  * the source's rules as they are (a schema-only one has no rows).  Empty
  * before the catalog has rules.
  */
-const char *
+static const char *
 sbx_snapshot_rules_current(void)
 {
 	return sbx_if_rules(" AND (s.schema_only OR s.rules_version = o.rules_version)", "");
 }
 
 /*
- * The ready snapshot clones of (source, schema_only) copy now: the newest
- * one not retired, of a source that still exists, taken under its rules as
- * they are.  Returns false if there is none.
+ * The current snapshot of each source and kind, as a SQL common table
+ * current_snapshot(source, schema_only, id): the newest ready one not
+ * retired, made of its source as it is (a source removed and added again is
+ * a new one: sbx_same_source), taken under its rules as they are.  This is
+ * the one definition: the worker's lookups, pool hand-outs and fills,
+ * clone()'s check whether a snapshot serves, and through
+ * _current_snapshots() the pools and metrics views all read it.  Needs a
+ * transaction.
+ */
+const char *
+sbx_current_snapshots_cte(void)
+{
+	return psprintf("current_snapshot AS ("
+					" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s"
+					"   JOIN pgsandbox.source o ON o.name = s.source AND %s"
+					"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s"
+					"  GROUP BY s.source, s.schema_only)",
+					sbx_same_source(), sbx_snapshot_rules_current());
+}
+
+/*
+ * The current snapshot of (source, schema_only), as a copy of it needs to
+ * know it.  Returns false if there is none (or its role or database is
+ * gone).
  */
 bool
 sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
@@ -83,15 +108,14 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 
 	memset(ref, 0, sizeof(*ref));
 	sbx_xact_begin("pgsandbox: looking up a snapshot");
-	sbx_spi(psprintf("SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes"
-					 "  FROM pgsandbox.sandbox s"
+	sbx_spi(psprintf("WITH %s"
+					 " SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes"
+					 "  FROM current_snapshot c"
+					 "  JOIN pgsandbox.sandbox s ON s.id = c.id"
 					 "  JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
 					 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
-					 " WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL"
-					 "   AND s.source = $1 AND s.schema_only = $2::boolean"
-					 "   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
-					 "                WHERE o.name = s.source AND %s%s)"
-					 " ORDER BY s.id DESC LIMIT 1", sbx_same_source(), sbx_snapshot_rules_current()),
+					 " WHERE c.source = $1 AND c.schema_only = $2::boolean",
+					 sbx_current_snapshots_cte()),
 			SPI_OK_SELECT, 2, args);
 	found = (SPI_processed == 1);
 	if (found)

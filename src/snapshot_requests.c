@@ -15,9 +15,13 @@
  */
 #include "postgres.h"
 
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_sql.h"
+#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -25,6 +29,7 @@ PG_FUNCTION_INFO_V1(pgsandbox_snapshot);
 PG_FUNCTION_INFO_V1(pgsandbox_drop_snapshot);
 PG_FUNCTION_INFO_V1(pgsandbox_schedule_snapshot);
 PG_FUNCTION_INFO_V1(pgsandbox_set_pool);
+PG_FUNCTION_INFO_V1(pgsandbox_current_snapshots);
 
 /*
  * Check the caller (an admin) and the source, and fill the request's source
@@ -162,4 +167,34 @@ pgsandbox_set_pool(PG_FUNCTION_ARGS)
 		sbx_probe_source(req.source, &req);
 	sbx_run_request(&req, &result);
 	PG_RETURN_VOID();
+}
+
+/*
+ * _current_snapshots() RETURNS TABLE(source text, schema_only boolean,
+ * id bigint): the current snapshot of each source and kind, as the worker
+ * defines it (sbx_current_snapshots_cte), for the pools and metrics views.
+ */
+Datum
+pgsandbox_current_snapshots(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	if (SPI_execute(psprintf("WITH %s SELECT source, schema_only, id FROM current_snapshot",
+							 sbx_current_snapshots_cte()),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not list the current snapshots");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3];
+
+		for (int c = 0; c < 3; c++)
+			values[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+									  c + 1, &nulls[c]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
 }

@@ -19,6 +19,7 @@
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
 #include "pgsandbox.h"
+#include "sbx_conn.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 

@@ -17,6 +17,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_sql.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_add_source);

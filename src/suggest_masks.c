@@ -28,6 +28,8 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "pii.h"
+#include "sbx_conn.h"
+#include "sbx_sql.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"

@@ -25,6 +25,8 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"

@@ -351,6 +351,12 @@ is(sq("SELECT method FROM pgsandbox.sandboxes WHERE name = '$fresh'") . ' '
 sq("SELECT pgsandbox.set_pool('crm', 1, schema_only => false)");
 ok(wait_until(sub { sq("SELECT ready FROM pgsandbox.pools WHERE source = 'crm'") eq '1' }, 60),
 	'the pool is filled');
+# the pools view knows the snapshot as the worker does: under other rules,
+# its members are not ready (seen inside a transaction that is rolled back)
+like(
+	sq("BEGIN; SELECT pgsandbox.mask('crm', 'app.customers.phone', 'NULL');"
+		  . " SELECT 'ready=' || ready FROM pgsandbox.pools WHERE source = 'crm'; ROLLBACK"),
+	qr/ready=0$/, 'a change of rules leaves the pool no member ready in the pools view');
 my ($member, $member_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
 is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$member'"), 'pool true',
 	'a pool member handed out is masked');

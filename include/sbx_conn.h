@@ -1,0 +1,159 @@
+/*-------------------------------------------------------------------------
+ *
+ * sbx_conn.h
+ *	  Connections to sources and sandboxes, what a clone reads from a
+ *	  source and sets up in a sandbox, source connection strings, and the
+ *	  child processes (pg_dump, pg_restore) a clone worker runs.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBX_CONN_H
+#define SBX_CONN_H
+
+#include "pgsandbox.h"
+
+/* a superuser's session inside a sandbox, hardened (access.c) */
+extern void sbx_harden_session(void);
+
+/* logging into sandboxes and sources from a backend (sandbox_conn.c) */
+extern PGconn *sbx_sandbox_connect(const char *name, char **source);
+extern PGconn *sbx_sandbox_login(const char *name, const char *password);
+extern PGconn *sbx_source_connect(const char *source);
+extern char *sbx_remote_error(PGconn *conn, const PGresult *res);
+extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);
+extern int	sbx_remote_sqlstate(const PGresult *res);
+extern char *sbx_remote_message(PGconn *conn, const PGresult *res);
+extern PGresult *sbx_remote_exec(PGconn *conn, const char *sql, int nparams,
+								 const char *const *params, int expect,
+								 const char *failure);
+extern char *sbx_remote_quote_ident(const char *name);
+extern char *sbx_remote_quote_qualified(const char *schema, const char *name);
+
+/* connecting to sources (source_conn.c) */
+extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
+									  bool require_password, int connect_timeout,
+									  int *sqlerrcode, char **message,
+									  char **detail);
+extern PGconn *sbx_source_open(const char *name, const char *conninfo,
+							   bool require_password);
+
+/* what a clone reads from its source's catalog (source_info.c) */
+typedef struct SbxExtension
+{
+	Oid			oid;			/* in the source */
+	char	   *name;
+	char	   *schema;
+	Oid			schema_oid;		/* in the source */
+	bool		made_schema;	/* we created the schema for it */
+} SbxExtension;
+
+/* an extension's configuration table or sequence (pg_extension.extconfig) */
+typedef struct SbxConfigRel
+{
+	Oid			oid;			/* in the source */
+	char	   *schema;
+	char	   *name;
+	char		relkind;
+	char	   *condition;		/* pg_extension.extcondition, "" if none */
+	char	   *columns;		/* quoted, comma-separated; tables only */
+} SbxConfigRel;
+
+/* a setting of the source database for all roles */
+typedef struct SbxSetting
+{
+	char	   *name;
+	char	   *value;
+} SbxSetting;
+
+/* an event trigger of the source, which no sandbox role can own */
+typedef struct SbxEventTrigger
+{
+	Oid			oid;			/* in the source */
+	char	   *name;
+} SbxEventTrigger;
+
+typedef struct SbxSourceInfo
+{
+	List	   *extensions;		/* of SbxExtension, in creation order */
+	List	   *config_rels;	/* of SbxConfigRel */
+	List	   *settings;		/* of SbxSetting */
+	List	   *event_triggers; /* of SbxEventTrigger */
+	SbxLocale	locale;
+	int64		size_bytes;		/* of the source database */
+} SbxSourceInfo;
+
+extern void sbx_read_source_locale(PGconn *conn, const char *source,
+								   SbxLocale *locale);
+extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);
+extern void sbx_check_source_version(const char *source, int source_version);
+
+/* which archive entries the sandbox role restores (restore_list.c) */
+struct SbxMasking;
+extern void sbx_filter_restore_list(const char *from, const char *to,
+									const SbxSourceInfo *info,
+									const struct SbxMasking *masking,
+									StringInfo left_out);
+
+/* column options of other builds left out of a restore (restore_compat.c) */
+struct AlterTableStmt;
+extern bool sbx_has_foreign_attoptions(struct AlterTableStmt *stmt);
+extern bool sbx_strip_foreign_attoptions(struct AlterTableStmt *stmt);
+
+/* what the sandbox role may do with its extensions (extension_access.c) */
+extern void sbx_grant_extension_use(const char *rolename);
+
+/* the source database's settings on the sandbox (db_settings.c) */
+extern SbxSetting *sbx_parse_setting(const char *item);
+extern void sbx_apply_database_settings(const char *dbname, const char *rolename,
+										List *settings, StringInfo refused);
+
+/* restoring configuration tables' rows as superuser (config_data.c) */
+extern void sbx_copy_config_data(PGconn *conn, const char *source,
+								 List *config_rels);
+
+/* source connection strings (conninfo.c) */
+typedef struct SbxConninfoParts
+{
+	char	   *host;
+	char	   *port;
+	char	   *dbname;
+	char	   *user;
+} SbxConninfoParts;
+
+extern void sbx_conninfo_validate(const char *conninfo, bool trusted,
+								  SbxConninfoParts *parts);
+extern void sbx_conninfo_to_params(const char *conninfo, bool untrusted,
+								   const char ***keywords,
+								   const char ***values);
+extern char **sbx_conninfo_to_env(const char *conninfo);
+extern char *sbx_conninfo_password(const char *conninfo);
+extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
+									  const char *value);
+
+/* child processes (child.c) */
+typedef struct SbxChild
+{
+	const char *label;			/* "pg_dump", "pg_restore" */
+	pid_t		pid;
+	int			stderr_fd;		/* read end, -1 once at EOF */
+	StringInfoData err;			/* first bytes of its stderr */
+	bool		exited;
+	int			status;			/* wait status once exited */
+} SbxChild;
+
+extern char **sbx_child_environment(const char *conninfo, bool untrusted,
+									const char *user, const char *password,
+									const char *dbname);
+extern void sbx_child_start(SbxChild *child, const char *label,
+							char *const argv[], char *const envp[],
+							int stdin_fd, int stdout_fd);
+extern void sbx_children_wait(SbxChild *children, int nchildren);
+extern void sbx_children_kill(SbxChild *children, int nchildren);
+extern bool sbx_child_succeeded(const SbxChild *child);
+extern char *sbx_child_output(const char *label, char *const argv[],
+							  char *const envp[], int maxbytes);
+extern bool sbx_child_broken_pipe(const SbxChild *child);
+extern char *sbx_child_describe_failure(const SbxChild *child,
+										const char *const *secrets);
+
+#endif							/* SBX_CONN_H */

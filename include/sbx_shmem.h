@@ -1,0 +1,236 @@
+/*-------------------------------------------------------------------------
+ *
+ * sbx_shmem.h
+ *	  The request queue and the rest of pgsandbox's shared memory: the
+ *	  requests SQL functions hand the lifecycle worker, the clone jobs it
+ *	  hands clone workers, their progress, and the logins noted for idle
+ *	  expiry.
+ *
+ * A caller's SQL function never does lifecycle work itself.  It puts a
+ * request into a slot of the queue, wakes the lifecycle worker and waits on
+ * its own latch until the slot says DONE.  The lifecycle worker owns the
+ * catalog rows; for a clone it creates the role and the database and hands
+ * the dump and restore to a dynamic clone worker, whose job lives in a
+ * clone-job entry.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBX_SHMEM_H
+#define SBX_SHMEM_H
+
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+#include "pgsandbox.h"
+
+/* request queue (queue.c) */
+typedef enum SbxRequestKind
+{
+	SBX_REQ_CLONE,
+	SBX_REQ_DROP,
+	SBX_REQ_EXTEND,
+	SBX_REQ_SNAPSHOT,			/* take a snapshot now, waiting for it */
+	SBX_REQ_DROP_SNAPSHOT,
+	SBX_REQ_SCHEDULE,			/* set or clear a snapshot schedule */
+	SBX_REQ_SET_POOL,
+	SBX_REQ_PROTECT				/* protect, or unprotect */
+} SbxRequestKind;
+
+/* requests that need a clone job */
+#define SBX_REQ_NEEDS_JOB(kind) ((kind) == SBX_REQ_CLONE || (kind) == SBX_REQ_SNAPSHOT)
+
+/*
+ * What a row of the sandbox table is (its kind column), and so what a clone
+ * job makes: a sandbox for a caller, a snapshot of a source that later
+ * clones copy, or a pool member waiting to be handed out.
+ */
+typedef enum SbxCopyKind
+{
+	SBX_KIND_SANDBOX,
+	SBX_KIND_SNAPSHOT,
+	SBX_KIND_POOL
+} SbxCopyKind;
+
+extern const char *const sbx_kind_names[];	/* "sandbox", "snapshot", "pool" */
+
+/* How far a clone job has come, for the progress view. */
+typedef enum SbxPhase
+{
+	SBX_PHASE_QUEUED,
+	SBX_PHASE_CREATING,			/* role and database */
+	SBX_PHASE_COPYING,			/* CREATE DATABASE ... TEMPLATE snapshot */
+	SBX_PHASE_EXTENSIONS,
+	SBX_PHASE_DUMPING,			/* pg_dump to an archive */
+	SBX_PHASE_RESTORING,		/* pg_restore (with pg_dump, when streaming) */
+	SBX_PHASE_FINISHING			/* configuration rows, settings, ownership */
+} SbxPhase;
+
+extern const char *const sbx_phase_names[];
+
+typedef enum SbxSlotState
+{
+	SBX_SLOT_FREE = 0,
+	SBX_SLOT_PENDING,			/* filled by a caller, not yet taken */
+	SBX_SLOT_RUNNING,			/* taken by the lifecycle worker */
+	SBX_SLOT_DONE				/* outcome written, caller may read it */
+} SbxSlotState;
+
+typedef struct SbxRequest
+{
+	SbxSlotState state;
+	bool		abandoned;		/* the caller stopped waiting */
+	SbxRequestKind kind;
+	uint64		serial;			/* distinguishes reuses of the slot */
+	Latch	   *caller_latch;
+	Oid			caller;			/* the role asking (access.c) */
+	bool		caller_is_admin;
+	char		actor[NAMEDATALEN]; /* its name */
+
+	/* arguments */
+	char		name[NAMEDATALEN];	/* DROP, EXTEND */
+	char		source[NAMEDATALEN];	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
+	bool		schema_only;	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
+	bool		only_if_expired;	/* DROP on behalf of gc() */
+	bool		fresh;			/* CLONE: dump the live source */
+	bool		statistics;		/* CLONE: with the planner's statistics */
+	bool		both_kinds;		/* DROP_SNAPSHOT: schema-only and data */
+	char		schedule[SBX_SCHEDULE_MAX]; /* SCHEDULE; "" unschedules */
+	int			pool_size;		/* SET_POOL */
+	int64		ttl_secs;		/* CLONE, EXTEND */
+	TimestampTz protect_until;	/* PROTECT; 0 unprotects */
+	int64		idle_secs;		/* CLONE: idle timeout, 0 for none */
+	int64		source_bytes;	/* CLONE, SNAPSHOT: the source database's
+								 * size as probed, -1 if not known */
+	char		labels[SBX_LABELS_MAX]; /* CLONE */
+	SbxLocale	locale;			/* CLONE: the source's, if known */
+
+	/* outcome */
+	int			sqlerrcode;		/* 0 on success */
+	char		message[SBX_MESSAGE_MAX];
+	char		detail[SBX_DETAIL_MAX];
+	bool		dropped;		/* DROP: something was dropped */
+	char		result_name[NAMEDATALEN];	/* CLONE */
+	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
+	TimestampTz expires_at;		/* CLONE, EXTEND; PROTECT: its end */
+	TimestampTz taken_at;		/* SNAPSHOT */
+	int64		size_bytes;		/* SNAPSHOT */
+	int			clone_job;		/* CLONE while running: job index or -1 */
+	int64		sandbox_id;		/* CLONE while running */
+} SbxRequest;
+
+/* What a clone worker needs, and what it reports back. */
+typedef struct SbxCloneJob
+{
+	bool		in_use;
+	SbxCopyKind kind;			/* what the job makes */
+	int			request;		/* index of the request slot, -1 if no
+								 * caller waits for this clone */
+	uint64		request_serial; /* the request's serial in that slot */
+	int64		sandbox_id;
+	Oid			dboid;
+	char		name[NAMEDATALEN];	/* database and role */
+	char		password[SBX_PASSWORD_LEN + 1];
+	char		source[NAMEDATALEN];
+	int64		source_generation;	/* of the source read for conninfo */
+	bool		statistics;		/* dump and restore the planner's statistics */
+	char		conninfo[SBX_CONNINFO_MAX];
+	bool		require_password;	/* source added by a non-superuser */
+	bool		schema_only;
+	bool		locale_fallback;	/* the sandbox may differ from the
+									 * source's locale */
+	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
+										 * left out or changed */
+
+	/*
+	 * A copy of a snapshot: its database and the role owning its objects.
+	 * copy_stage: the database is still to be copied (by a clone worker
+	 * connected to pgsandbox.database), before a second one adopts it.
+	 */
+	int64		snapshot_id;	/* 0 for a dump of the source */
+	Oid			snapshot_dboid;
+	char		snapshot_name[NAMEDATALEN];
+	char		snapshot_role[NAMEDATALEN];
+	bool		copy_stage;
+	char		copy_how[SBX_COPY_HOW_MAX]; /* the strategy the copy took, for
+											 * its event */
+
+	TimestampTz data_as_of;		/* when the data was read from the source */
+
+	/*
+	 * A data clone's masking rules, packed by sbx_read_rules (rules.c), and
+	 * the source's rules_version they are; masked: rules apply to its rows
+	 * (for a copy, they applied to its snapshot's).
+	 */
+	int			rules_version;
+	bool		masked;
+	int			rules_encoding; /* of their text: the admin database's */
+	char		rules[SBX_RULES_MAX];
+
+	/* written by the clone worker before it exits */
+	bool		finished;
+	bool		ok;
+	int			sqlerrcode;
+	char		message[SBX_MESSAGE_MAX];
+	char		detail[SBX_DETAIL_MAX];
+} SbxCloneJob;
+
+/*
+ * A clone job's progress, for the progress view: written by the lifecycle
+ * worker as it creates the role and the database, then by the clone worker.
+ */
+typedef struct SbxProgress
+{
+	bool		active;
+	SbxCopyKind kind;
+	SbxPhase	phase;
+	char		name[NAMEDATALEN];
+	char		source[NAMEDATALEN];
+	Oid			owner;			/* the role that asked, InvalidOid for the
+								 * worker's own jobs */
+	Oid			dboid;			/* the database being filled, once known */
+	int64		base;			/* its size when it was created, empty */
+	int64		total;			/* bytes to copy, -1 if not known */
+	TimestampTz started;
+} SbxProgress;
+
+typedef struct SbxShared
+{
+	LWLock	   *lock;			/* protects everything below */
+	pid_t		worker_pid;		/* lifecycle worker, 0 if not running */
+	Latch	   *worker_latch;
+	uint64		next_serial;
+	int			nrequests;
+	SbxCloneJob jobs[SBX_MAX_CLONE_JOBS];
+	SbxProgress progress[SBX_MAX_CLONE_JOBS];
+	SbxRequest	requests[FLEXIBLE_ARRAY_MEMBER];
+} SbxShared;
+
+extern SbxShared *sbx_shared;
+
+/* the caller's half of the queue protocol */
+extern void sbx_queue_request_shmem(void);
+extern void sbx_queue_startup_shmem(void);
+extern SbxShared *sbx_queue_attach(void);
+extern int	sbx_queue_submit(const SbxRequest *req);
+extern void sbx_queue_wait(int slot, SbxRequest *result);
+extern void sbx_queue_wake_worker(void);
+
+/* the lifecycle worker's half */
+extern List *sbx_queue_pending(void);
+extern bool sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy);
+extern void sbx_queue_untake(int slot, uint64 serial);
+extern bool sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome);
+extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
+								   const char *message, const char *detail);
+extern bool sbx_queue_abandoned(int slot, uint64 serial);
+extern void sbx_queue_fail_running(const char *message);
+
+/* when sandboxes were last logged into, for idle expiry (usage.c) */
+extern void sbx_usage_request_shmem(void);
+extern void sbx_usage_startup_shmem(void);
+extern void sbx_note_login(Oid role);
+extern TimestampTz sbx_pending_login(Oid role);
+extern bool sbx_usage_flush_due(TimestampTz last_flush);
+extern void sbx_usage_flush(void);
+
+#endif							/* SBX_SHMEM_H */

@@ -1,0 +1,176 @@
+/*-------------------------------------------------------------------------
+ *
+ * sbx_worker.h
+ *	  The lifecycle worker's internals: its catalog transactions, the
+ *	  lifecycle operations, snapshots, pools and schedules, the disk budget,
+ *	  the metrics' counters, and the dynamic workers it starts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBX_WORKER_H
+#define SBX_WORKER_H
+
+#include "sbx_shmem.h"
+
+/* copy_method.c */
+extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
+
+/* starting dynamic workers of this module (dynworker.c) */
+struct BackgroundWorker;
+struct BackgroundWorkerHandle;
+extern struct BackgroundWorkerHandle *sbx_start_dynamic_worker(const char *function,
+															   const char *type,
+															   const char *name,
+															   Datum arg,
+															   const void *extra,
+															   Size extra_len);
+extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
+
+/* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
+extern void sbx_register_lifecycle_worker(void);
+extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
+struct ErrorData;
+extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
+extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
+
+/* rolling back a sandbox's prepared transactions (janitor.c) */
+extern bool sbx_janitor_start(Oid dboid, const char *name);
+extern void sbx_janitor_wait(Oid dboid);
+extern bool sbx_janitors_running(void);
+extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
+
+/*
+ * Who a lifecycle operation acts for: the role (checked for ownership
+ * unless it is an admin) and the name the event log records.
+ */
+typedef struct SbxActor
+{
+	Oid			role;
+	bool		is_admin;
+	const char *name;
+} SbxActor;
+
+/* the lifecycle worker acting on its own: an admin, on live sandboxes */
+extern const SbxActor sbx_worker_actor;
+
+/* a ready snapshot, as a copy of it needs to know it */
+typedef struct SbxSnapshotRef
+{
+	int64		id;
+	char		name[NAMEDATALEN];	/* its database */
+	Oid			dboid;
+	char		role[NAMEDATALEN];	/* the role that owns its objects */
+	TimestampTz data_as_of;
+	int64		size_bytes;
+} SbxSnapshotRef;
+
+/* what to clone, and for how long */
+typedef struct SbxCloneSpec
+{
+	SbxCopyKind kind;
+	const char *source;
+	bool		schema_only;
+	int64		ttl_secs;
+	const char *labels;			/* text form of a jsonb object */
+	const SbxLocale *locale;	/* the source's, or NULL if not known */
+	const SbxSnapshotRef *snapshot; /* the snapshot to copy, NULL to dump */
+	bool		statistics;		/* a dump with the planner's statistics */
+	int64		idle_secs;		/* a sandbox's idle timeout, 0 for none */
+	int64		source_bytes;	/* the source's size, -1 if not known */
+} SbxCloneSpec;
+
+/* what a drop did */
+typedef enum SbxDropOutcome
+{
+	SBX_DROP_NOTHING,			/* not live and expired (only_if_expired) */
+	SBX_DROP_DONE,
+	SBX_DROP_DEFERRED			/* waits for a janitor; try again later */
+} SbxDropOutcome;
+
+/* the lifecycle worker's catalog work (worker_spi.c) */
+extern MemoryContext sbx_outer_cxt;
+extern char *sbx_keep(const char *s);
+extern void sbx_xact_begin(const char *activity);
+extern void sbx_xact_commit(void);
+extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
+extern char *sbx_spi_text(int row, int col);
+extern List *sbx_keep_column(int col);
+extern void sbx_log_event(const char *sandbox, const char *action,
+						  const char *actor, const char *detail);
+extern void sbx_run_utility(const char *sql, const char *password_secret);
+extern void sbx_run_utility_xact(const char *sql, const char *activity);
+extern void sbx_random_string(char *out, int n, const char *alphabet);
+#define SBX_PASSWORD_ALPHABET \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+/* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
+extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
+extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
+									bool schema_only, SbxCloneJob *job);
+extern void sbx_check_quotas(const SbxActor *by);
+extern void sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
+							SbxCloneJob *job);
+extern void sbx_clone_secure(int j, SbxCloneJob *job);
+extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
+								   double seconds);
+extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
+						   const char *action, const char *actor);
+extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
+							   bool only_if_expired, bool may_defer,
+							   const char *action);
+extern TimestampTz sbx_protect(const char *name, const SbxActor *by,
+							   TimestampTz until);
+extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
+							  int64 ttl_secs);
+extern bool sbx_drop_first_of(List *ids, List *reasons);
+extern List *sbx_expired_sandboxes(void);
+extern List *sbx_reconcile_todo(void);
+extern void sbx_reconcile_one(int64 sandbox_id);
+
+/* snapshots of sources and their schedules (snapshot.c) */
+extern bool sbx_snapshots_in_use(bool *pools);
+extern const char *sbx_current_snapshots_cte(void);
+extern bool sbx_current_snapshot(const char *source, bool schema_only,
+								 SbxSnapshotRef *ref);
+extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);
+extern void sbx_plan_update(const SbxActor *by, const SbxRequest *req);
+extern void sbx_plan_locale(const char *source, bool schema_only, SbxLocale *locale);
+extern void sbx_retire_snapshots(const SbxActor *by, const char *source,
+								 bool both_kinds, bool schema_only);
+extern bool sbx_drop_one_retired(void);
+extern bool sbx_next_scheduled_build(char *source, bool *schema_only);
+
+/* pools of ready sandboxes (pool.c) */
+extern bool sbx_pool_handout(const SbxActor *by, const SbxRequest *req,
+							 SbxRequest *outcome);
+extern bool sbx_pool_drop_one_stale(void);
+extern bool sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot);
+
+/* snapshot schedules (schedule.c) */
+typedef struct SbxSchedule
+{
+	int64		interval_secs;	/* > 0 for 'N seconds' / 'N minutes'; 0 for cron */
+	uint64		minutes;		/* bit i: minute i allowed */
+	uint32		hours;
+	uint32		days;			/* bit d: day of month d (1..31) */
+	uint16		months;			/* bit m: month m (1..12) */
+	uint8		weekdays;		/* bit w: 0 = Sunday .. 6 */
+	bool		days_star;		/* day-of-month field began with '*' */
+	bool		weekdays_star;
+} SbxSchedule;
+
+extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
+extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
+
+/* the disk budget and read-only sandboxes (disk_budget.c) */
+extern int64 sbx_expected_size(const SbxCloneSpec *spec);
+extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
+							 int64 expected, bool adds_to_total);
+extern bool sbx_budget_allows(int64 expected);
+extern void sbx_measure_sizes(void);
+
+/* the metrics' counters (metrics.c) */
+extern void sbx_count_clone(const char *method, double seconds);
+extern void sbx_count_clone_failure(const char *method, int sqlerrcode);
+
+#endif							/* SBX_WORKER_H */
