@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+#
+# valgrind.sh: run a throwaway PostgreSQL 15 cluster under valgrind's
+# memcheck, drive the worker through clones, a snapshot, idle expiry, a
+# sandbox made read-only (and a write it refuses at commit), a pool fill,
+# the metrics view and a flush of the noted logins, then print every error
+# whose stack reaches pgsandbox.so and count those of any kind.  Debian's
+# PostgreSQL is built without valgrind's memory-context support, so palloc'd
+# memory is not checked chunk by chunk; PostgreSQL's own known reports (WAL
+# and relcache init file padding written by write/pwrite) appear too.
+#
+# As root, with pgsandbox built and installed; takes a few minutes.
+set -e
+B=/usr/lib/postgresql/15/bin
+D=/tmp/vg
+rm -rf $D; mkdir -p $D/logs; chown -R postgres: $D
+runuser -u postgres -- $B/initdb -D $D/data -A trust >/dev/null
+cat >> $D/data/postgresql.conf <<EOC
+port = 5577
+unix_socket_directories = '$D'
+listen_addresses = ''
+shared_preload_libraries = 'pgsandbox'
+pgsandbox.gc_interval = 1
+pgsandbox.size_check_interval = 1
+pgsandbox.max_sandbox_size = '12MB'
+pgsandbox.max_total_size = '10GB'
+pgsandbox.max_size_per_owner = '10GB'
+max_worker_processes = 20
+autovacuum = off
+EOC
+runuser -u postgres -- bash -c "cd $D && nohup valgrind --quiet --error-limit=no --num-callers=30 --log-file=$D/logs/vg.%p.log --trace-children=no $B/postgres -D $D/data > $D/server.log 2>&1 &"
+for i in $(seq 1 120); do runuser -u postgres -- $B/pg_isready -h $D -p 5577 -q && break; sleep 1; done
+P() { runuser -u postgres -- psql -h $D -p 5577 -X -qAt "$@"; }
+P -d postgres -c "CREATE EXTENSION pgsandbox" -c "CREATE DATABASE src" -c "SELECT pgsandbox.add_source('src','dbname=src', allow_data=>true)"
+P -d src -c "CREATE TABLE t AS SELECT g FROM generate_series(1,1000) g"
+A=$(P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('src', schema_only=>false, idle_timeout=>'5s')")
+runuser -u postgres -- psql "$A" -qAtc "SELECT count(*) FROM t"
+P -d postgres -c "SELECT pgsandbox.snapshot('src')" >/dev/null
+B2=$(P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('src', schema_only=>false)")
+runuser -u postgres -- psql "$B2" -qAtc "CREATE TABLE grow AS SELECT g, repeat(md5(g::text), 8) x FROM generate_series(1, 30000) g" || true
+for i in $(seq 1 120); do [ "$(P -d postgres -c "SELECT count(*) FROM pgsandbox.events WHERE action='read_only'")" = 1 ] && break; sleep 1; done
+runuser -u postgres -- psql "$B2" -qAtc "INSERT INTO grow VALUES (1,'x')" || true
+runuser -u postgres -- psql "$B2" -qAtc "SELECT lo_from_bytea(0,'x')" || true
+P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
+P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
+P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('nosuchsource_x')" 2>/dev/null || true
+sleep 70   # a flush of the noted logins, idle expiry
+P -d postgres -c "SELECT action, count(*) FROM pgsandbox.events GROUP BY 1 ORDER BY 1"
+runuser -u postgres -- $B/pg_ctl -D $D/data -m fast stop >/dev/null || true
+sleep 5
+echo "valgrind logs: $(ls $D/logs | wc -l) processes"
+echo "errors of kinds that would be ours:"
+cat $D/logs/*.log | grep -E "Invalid (read|write|free)|Conditional jump|Use of uninitialised|Mismatched|Source and destination overlap" | sort | uniq -c
+echo "errors whose stack reaches pgsandbox.so:"
+for f in $D/logs/*.log; do
+	awk '/^==[0-9]+== [A-Z]/ { blk = $0; inblk = 1; next }
+		 inblk && /^==[0-9]+== *$/ { if (blk ~ /sbx_|pgsandbox/) print blk "\n----"; inblk = 0; next }
+		 inblk { blk = blk "\n" $0 }' "$f"
+done | grep -E "^==[0-9]+== [A-Z]" | sed 's/^==[0-9]*== //' | sort | uniq -c
