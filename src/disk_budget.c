@@ -38,6 +38,7 @@
 #include "pgsandbox.h"
 #include "sbx_shmem.h"
 #include "sbx_worker.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 
 /* sandboxes a pass measures at most */
@@ -174,6 +175,7 @@ sbx_make_read_only(const char *id, const char *name, const char *db_oid,
 	const char *args[1] = {id};
 	const char *dbargs[1] = {db_oid};
 	const char *db = quote_identifier(name);
+	bool		isnull;
 
 	sbx_xact_begin("pgsandbox: making a sandbox read-only");
 	sbx_run_utility(psprintf("ALTER DATABASE %s SET default_transaction_read_only = on", db), NULL);
@@ -187,11 +189,24 @@ sbx_make_read_only(const char *id, const char *name, const char *db_oid,
 						   sbx_pretty_size(sbx_max_sandbox_size * SBX_MB)));
 	sbx_xact_commit();
 
+	/*
+	 * End every session: those found in the process array, since one that
+	 * read the database's settings just before they changed may not show
+	 * in pg_stat_activity yet.  TerminateOtherDBBackends refuses a
+	 * database with prepared transactions; there, those that show.
+	 */
 	sbx_xact_begin("pgsandbox: ending the sessions of a read-only sandbox");
-	sbx_spi("SELECT pg_catalog.pg_terminate_backend(a.pid)"
-			"  FROM pg_catalog.pg_stat_activity a"
-			" WHERE a.datid = $1::oid AND a.pid <> pg_catalog.pg_backend_pid()",
-			SPI_OK_SELECT, 1, dbargs);
+	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_xacts p"
+			"  JOIN pg_catalog.pg_database d ON d.datname = p.database"
+			" WHERE d.oid = $1::oid", SPI_OK_SELECT, 1, dbargs);
+	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									1, &isnull)) == 0)
+		TerminateOtherDBBackends(atooid(db_oid));
+	else
+		sbx_spi("SELECT pg_catalog.pg_terminate_backend(a.pid)"
+				"  FROM pg_catalog.pg_stat_activity a"
+				" WHERE a.datid = $1::oid AND a.pid <> pg_catalog.pg_backend_pid()",
+				SPI_OK_SELECT, 1, dbargs);
 	sbx_xact_commit();
 	ereport(LOG,
 			(errmsg("sandbox \"%s\" is read-only: it grew to %s, past pgsandbox.max_sandbox_size",
