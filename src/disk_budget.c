@@ -69,8 +69,8 @@ sbx_expected_size(const SbxCloneSpec *spec)
 	if (spec->snapshot)
 		return spec->snapshot->size_bytes;
 	if (spec->schema_only)
-		sbx_spi("SELECT pg_catalog.pg_database_size('template0'::name)",
-				SPI_OK_SELECT, 0, NULL);
+		sbx_spi("SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database"
+				" WHERE datname = 'template0'", SPI_OK_SELECT, 0, NULL);
 	else if (spec->source_bytes > 0)
 		return spec->source_bytes;
 	else
