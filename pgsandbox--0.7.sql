@@ -694,9 +694,8 @@ CREATE VIEW pgsandbox.metrics AS
 	 WHERE p.pool_size > 0
 	UNION ALL
 	SELECT 'pgsandbox_snapshot_oldest_age_seconds', '{}'::jsonb,
-		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(l.data_as_of))
-	  FROM live l
-	 WHERE l.kind = 'snapshot' AND l.status = 'ready' AND l.retired_at IS NULL
+		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(s.data_as_of))
+	  FROM pgsandbox._current_snapshots() c JOIN pgsandbox.sandbox s ON s.id = c.id
 	HAVING pg_catalog.count(*) > 0
 	UNION ALL
 	SELECT 'pgsandbox_protected_sandboxes', '{}'::jsonb,

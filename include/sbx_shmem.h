@@ -229,8 +229,5 @@ extern void sbx_queue_fail_running(const char *message);
 extern void sbx_usage_request_shmem(void);
 extern void sbx_usage_startup_shmem(void);
 extern void sbx_note_login(Oid role);
-extern TimestampTz sbx_pending_login(Oid role);
-extern bool sbx_usage_flush_due(TimestampTz last_flush);
-extern void sbx_usage_flush(void);
 
 #endif							/* SBX_SHMEM_H */

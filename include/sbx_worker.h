@@ -162,6 +162,11 @@ typedef struct SbxSchedule
 extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
 extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
 
+/* what the worker does with the noted logins (usage.c) */
+extern TimestampTz sbx_pending_login(Oid role);
+extern bool sbx_usage_full(void);
+extern void sbx_usage_flush(void);
+
 /* the disk budget and read-only sandboxes (disk_budget.c) */
 extern int64 sbx_expected_size(const SbxCloneSpec *spec);
 extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,

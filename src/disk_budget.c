@@ -68,6 +68,8 @@ sbx_expected_size(const SbxCloneSpec *spec)
 
 	if (spec->snapshot)
 		return spec->snapshot->size_bytes;
+	if (!sbx_catalog_has_usage())
+		return 0;
 	if (spec->schema_only)
 		sbx_spi("SELECT pg_catalog.pg_database_size(oid) FROM pg_catalog.pg_database"
 				" WHERE datname = 'template0'", SPI_OK_SELECT, 0, NULL);
@@ -105,7 +107,9 @@ sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
 	int64		total;
 	int64		mine;
 
-	if (sbx_max_total_size == 0 && sbx_max_size_per_owner == 0)
+	/* before the update, copies under way have no expected size to count */
+	if ((sbx_max_total_size == 0 && sbx_max_size_per_owner == 0) ||
+		!sbx_catalog_has_usage())
 		return;
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint,"
@@ -153,7 +157,7 @@ sbx_budget_allows(int64 expected)
 	bool		isnull;
 	int64		total;
 
-	if (sbx_max_total_size == 0)
+	if (sbx_max_total_size == 0 || !sbx_catalog_has_usage())
 		return true;
 	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint"
 			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
@@ -180,13 +184,6 @@ sbx_make_read_only(const char *id, const char *name, const char *db_oid,
 	sbx_xact_begin("pgsandbox: making a sandbox read-only");
 	sbx_run_utility(psprintf("ALTER DATABASE %s SET default_transaction_read_only = on", db), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s SET pgsandbox.read_only = on", db), NULL);
-	sbx_spi("UPDATE pgsandbox.sandbox SET read_only_at = pg_catalog.now()"
-			" WHERE id = $1::bigint AND read_only_at IS NULL",
-			SPI_OK_UPDATE, 1, args);
-	sbx_log_event(name, "read_only", SBX_WORKER_ACTOR,
-				  psprintf("grew to %s, past pgsandbox.max_sandbox_size (%s): writes are refused from now on",
-						   sbx_pretty_size(size),
-						   sbx_pretty_size(sbx_max_sandbox_size * SBX_MB)));
 	sbx_xact_commit();
 
 	/*
@@ -207,6 +204,20 @@ sbx_make_read_only(const char *id, const char *name, const char *db_oid,
 				"  FROM pg_catalog.pg_stat_activity a"
 				" WHERE a.datid = $1::oid AND a.pid <> pg_catalog.pg_backend_pid()",
 				SPI_OK_SELECT, 1, dbargs);
+	sbx_xact_commit();
+
+	/*
+	 * Recorded last: if anything above failed, the next pass finds the
+	 * sandbox still past the limit and not read-only, and does it again.
+	 */
+	sbx_xact_begin("pgsandbox: recording a read-only sandbox");
+	sbx_spi("UPDATE pgsandbox.sandbox SET read_only_at = pg_catalog.now()"
+			" WHERE id = $1::bigint AND read_only_at IS NULL",
+			SPI_OK_UPDATE, 1, args);
+	sbx_log_event(name, "read_only", SBX_WORKER_ACTOR,
+				  psprintf("grew to %s, past pgsandbox.max_sandbox_size (%s): writes are refused from now on",
+						   sbx_pretty_size(size),
+						   sbx_pretty_size(sbx_max_sandbox_size * SBX_MB)));
 	sbx_xact_commit();
 	ereport(LOG,
 			(errmsg("sandbox \"%s\" is read-only: it grew to %s, past pgsandbox.max_sandbox_size",
@@ -243,7 +254,7 @@ sbx_measure_sizes(void)
 	}
 	sbx_spi("WITH busy AS ("
 			"  SELECT DISTINCT a.datid FROM pg_catalog.pg_stat_activity a"
-			"   WHERE a.datid IS NOT NULL),"
+			"   WHERE a.datid IS NOT NULL AND a.backend_type = 'client backend'),"
 			" todo AS ("
 			"  SELECT s.id, b.datid IS NOT NULL AS busy FROM pgsandbox.sandbox s"
 			"    JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"

@@ -201,7 +201,8 @@ sbx_probe_source(const char *source, SbxRequest *req)
 		conn = sbx_source_connect(source);
 		source_version = PQserverVersion(conn);
 		sbx_read_source_locale(conn, source, locale);
-		sbx_probe_source_size(conn, req);
+		if (!req->schema_only)
+			sbx_probe_source_size(conn, req);
 		libpqsrv_disconnect(conn);
 		conn = NULL;
 		ReleaseCurrentSubTransaction();
@@ -320,8 +321,13 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	/* an idle timeout of 0 turns idle expiry off for this sandbox */
 	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
 	{
-		req.idle_secs = sbx_interval_seconds(PG_GETARG_INTERVAL_P(6));
-		if (req.idle_secs < 0)
+		Interval   *idle = PG_GETARG_INTERVAL_P(6);
+
+		req.idle_secs = sbx_interval_seconds(idle);
+		/* a fraction of a second counts as one, not as none */
+		if (req.idle_secs == 0 && (idle->time > 0 || idle->day > 0 || idle->month > 0))
+			req.idle_secs = 1;
+		if (req.idle_secs < 0 || (req.idle_secs == 0 && idle->time < 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("idle_timeout must not be negative")));

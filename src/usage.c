@@ -14,7 +14,7 @@
  *
  * The table holds the logins of one flush interval.  Should more distinct
  * sandbox roles than it holds log in within one, the latest logins are not
- * noted; the worker is woken to flush at once.  A server restart loses what
+ * noted; the worker is woken, and flushes within a second.  A server restart loses what
  * was not yet flushed.
  *
  *-------------------------------------------------------------------------
@@ -124,9 +124,9 @@ sbx_pending_login(Oid role)
 	return at;
 }
 
-/* Whether a flush is due: a minute has passed, or the table overflowed. */
+/* Whether a login found the table full since the last flush. */
 bool
-sbx_usage_flush_due(TimestampTz last_flush)
+sbx_usage_full(void)
 {
 	bool		overflow;
 
@@ -135,8 +135,7 @@ sbx_usage_flush_due(TimestampTz last_flush)
 	LWLockAcquire(sbx_usage->lock, LW_SHARED);
 	overflow = sbx_usage->overflow;
 	LWLockRelease(sbx_usage->lock);
-	return overflow ||
-		TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), 60 * 1000);
+	return overflow;
 }
 
 /*

@@ -371,6 +371,9 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 		ErrorData  *edata = sbx_catch_error(cxt);
 
 		sbx_fail_clone_quietly(job->sandbox_id, edata->message, sbx_jobs[j].actor);
+		if (job->kind == SBX_KIND_SANDBOX)
+			sbx_count_clone_failure(job->snapshot_id ? "snapshot" : "dump",
+									edata->sqlerrcode);
 		sbx_answer_with(job->request, job->request_serial, edata);
 	}
 	PG_END_TRY();
@@ -632,6 +635,7 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
 	bool		answered = false;
+	volatile bool handing_out = false;
 	SbxRequest	outcome;
 
 	*have_snapshot = false;
@@ -640,8 +644,15 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
-		if (sbx_pools_may_exist &&
-			sbx_pool_handout(&by, req, &outcome))
+		bool		handed = false;
+
+		if (sbx_pools_may_exist)
+		{
+			handing_out = true;
+			handed = sbx_pool_handout(&by, req, &outcome);
+			handing_out = false;
+		}
+		if (handed)
 		{
 			answered = true;
 			if (!sbx_queue_answer(slot, req->serial, &outcome))
@@ -659,7 +670,7 @@ sbx_try_pool(int slot, const SbxRequest *req, SbxSnapshotRef *snapshot,
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
-		sbx_count_clone_failure("pool", edata->sqlerrcode);
+		sbx_count_clone_failure(handing_out ? "pool" : "snapshot", edata->sqlerrcode);
 		sbx_answer_with(slot, req->serial, edata);
 		answered = true;
 	}
@@ -1067,26 +1078,22 @@ sbx_upkeep_step(void)
 }
 
 /*
- * Logins noted in shared memory go to the catalog once a minute, or at
- * once when the table is full (usage.c); the check is cheap.
+ * Logins noted in shared memory go to the catalog once a minute, or within
+ * a second once the table is full (usage.c, which wakes the worker then).
  */
 static long
 sbx_usage_interval(void)
 {
-	return 1000L;
+	return sbx_usage_full() ? 1000L : 60000L;
 }
 
 static bool
 sbx_usage_step(void)
 {
-	static TimestampTz last_flush = 0;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	if (last_flush == 0)
-		last_flush = GetCurrentTimestamp();
-	if (!sbx_catalog_current || !sbx_usage_flush_due(last_flush))
+	if (!sbx_catalog_current)
 		return false;
-	last_flush = GetCurrentTimestamp();
 	PG_TRY();
 	{
 		sbx_usage_flush();
