@@ -28,6 +28,8 @@ pgsandbox.max_size_per_owner = '10GB'
 max_worker_processes = 20
 autovacuum = off
 EOC
+# the server is stopped however the script ends
+trap 'runuser -u postgres -- $B/pg_ctl -D $D/data -m immediate stop >/dev/null 2>&1 || true' EXIT
 runuser -u postgres -- bash -c "cd $D && nohup valgrind --quiet --error-limit=no --num-callers=30 --log-file=$D/logs/vg.%p.log --trace-children=no $B/postgres -D $D/data > $D/server.log 2>&1 &"
 for i in $(seq 1 120); do runuser -u postgres -- $B/pg_isready -h $D -p 5577 -q && break; sleep 1; done
 P() { runuser -u postgres -- psql -h $D -p 5577 -X -qAt "$@"; }
