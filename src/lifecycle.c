@@ -574,6 +574,9 @@ sbx_clone_secure(int j, SbxCloneJob *job)
 TimestampTz
 sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 {
+	/* from 0.7: in use, and measured, as of now */
+#define SBX_READY_USAGE_SQL \
+	", last_used_at = pg_catalog.now(), size_measured_at = pg_catalog.now()"
 	char		idbuf[32];
 	const char *args[2];
 	bool		isnull;
@@ -597,25 +600,21 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 				" WHERE id = $1::bigint AND status = 'cloning'"
 				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 1, args);
 	else
-		sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
-				" expires_at = CASE WHEN kind = 'sandbox' THEN pg_catalog.now() + ttl END,"
-				" size_bytes = pg_catalog.pg_database_size(db_oid),"
-				" data_as_of = $2::timestamptz"
-				" WHERE id = $1::bigint AND status = 'cloning'"
-				" RETURNING expires_at", SPI_OK_UPDATE_RETURNING, 2, args);
+		sbx_spi(psprintf("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
+						 " expires_at = CASE WHEN kind = 'sandbox' THEN pg_catalog.now() + ttl END,"
+						 " size_bytes = pg_catalog.pg_database_size(db_oid),"
+						 " data_as_of = $2::timestamptz%s"
+						 " WHERE id = $1::bigint AND status = 'cloning'"
+						 " RETURNING expires_at",
+						 sbx_catalog_has_usage() ? SBX_READY_USAGE_SQL : ""),
+				SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
 		elog(ERROR, "sandbox " INT64_FORMAT " is no longer being cloned", job->sandbox_id);
 	if (job->kind != SBX_KIND_POOL)
 		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 1, &isnull));
-	if (sbx_catalog_has_usage())
-	{
-		sbx_spi("UPDATE pgsandbox.sandbox SET last_used_at = ready_at,"
-				" size_measured_at = ready_at WHERE id = $1::bigint",
-				SPI_OK_UPDATE, 1, args);
-		if (job->kind == SBX_KIND_SANDBOX)
-			sbx_count_clone(job->snapshot_id ? "snapshot" : "dump", seconds);
-	}
+	if (job->kind == SBX_KIND_SANDBOX)
+		sbx_count_clone(job->snapshot_id ? "snapshot" : "dump", seconds);
 	how = job->snapshot_id ? "copied from a snapshot" : "cloned";
 	how = job->copy_how[0] ? psprintf("%s in %.1f s (%s)", how, seconds, job->copy_how)
 		: psprintf("%s in %.1f s", how, seconds);
