@@ -92,21 +92,22 @@ sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 	args[3] = req->labels;
 	args[4] = ttl;
 	args[5] = idle;
-	sbx_spi("UPDATE pgsandbox.sandbox SET kind = 'sandbox', method = 'pool',"
-			" owner_oid = $2::oid, requested_by = $3::name, labels = $4::jsonb,"
-			" ttl = pg_catalog.make_interval(secs => $5::float8),"
-			" ready_at = pg_catalog.now(),"
-			" expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $5::float8)"
-			" WHERE id = $1::bigint RETURNING expires_at, data_as_of",
-			SPI_OK_UPDATE_RETURNING, 5, args);
+	/* from 0.7, also its idle timeout, counted from the hand-out */
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox SET kind = 'sandbox', method = 'pool',"
+					 " owner_oid = $2::oid, requested_by = $3::name, labels = $4::jsonb,"
+					 " ttl = pg_catalog.make_interval(secs => $5::float8),"
+					 " ready_at = pg_catalog.now(),"
+					 " expires_at = pg_catalog.now() + pg_catalog.make_interval(secs => $5::float8)%s"
+					 " WHERE id = $1::bigint RETURNING expires_at, data_as_of",
+					 sbx_catalog_has_usage()
+					 ? ", last_used_at = pg_catalog.now(),"
+					 " idle_timeout = CASE WHEN $6::bigint > 0"
+					 "  THEN pg_catalog.make_interval(secs => $6::float8) END"
+					 : ""),
+			SPI_OK_UPDATE_RETURNING, 6, args);
 	outcome->expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc, 1, &isnull));
 	data_as_of = sbx_spi_text(0, 2);
-	if (sbx_catalog_has_usage())
-		sbx_spi("UPDATE pgsandbox.sandbox SET last_used_at = pg_catalog.now(),"
-				" idle_timeout = CASE WHEN $6::bigint > 0"
-				"  THEN pg_catalog.make_interval(secs => $6::float8) END"
-				" WHERE id = $1::bigint", SPI_OK_UPDATE, 6, args);
 	args[1] = outcome->password;
 	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
