@@ -33,6 +33,8 @@
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
+#define SBX_RESET_SUFFIX		"_reset"	/* a reset's new database */
+#define SBX_OLD_SUFFIX			"_old"	/* the one it replaced */
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
 #define SBX_ADMIN_GROUP			"pgsandbox_admin"
 #define SBX_USER_GROUP			"pgsandbox_user"
@@ -51,6 +53,7 @@ extern int	sbx_port;
 extern char *sbx_bin_dir;
 extern int	sbx_max_sandboxes;
 extern int	sbx_max_sandboxes_per_owner;
+extern int	sbx_max_saves_per_sandbox;
 extern bool sbx_locale_fallback;
 extern int	sbx_copy_strategy;
 extern int	sbx_default_idle_timeout;
@@ -76,6 +79,7 @@ extern const char *sbx_if_kinds(const char *fragment);
 extern bool sbx_catalog_has_generations(void);
 extern bool sbx_catalog_has_protection(void);
 extern bool sbx_catalog_has_usage(void);
+extern bool sbx_catalog_has_saves(void);
 extern const char *sbx_same_source(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);

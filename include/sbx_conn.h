@@ -17,7 +17,8 @@ extern void sbx_harden_session(void);
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
-extern PGconn *sbx_sandbox_login(const char *name, const char *password);
+extern PGconn *sbx_sandbox_login(const char *dbname, const char *name,
+								  const char *password);
 extern PGconn *sbx_source_connect(const char *source);
 extern char *sbx_remote_error(PGconn *conn, const PGresult *res);
 extern char *sbx_remote_value(PGconn *conn, const char *query, const char *what);

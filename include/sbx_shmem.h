@@ -33,11 +33,16 @@ typedef enum SbxRequestKind
 	SBX_REQ_DROP_SNAPSHOT,
 	SBX_REQ_SCHEDULE,			/* set or clear a snapshot schedule */
 	SBX_REQ_SET_POOL,
-	SBX_REQ_PROTECT				/* protect, or unprotect */
+	SBX_REQ_PROTECT,			/* protect, or unprotect */
+	SBX_REQ_RESET,				/* put a sandbox back in place */
+	SBX_REQ_SAVE,				/* keep a sandbox's state as a save */
+	SBX_REQ_DROP_SAVE
 } SbxRequestKind;
 
 /* requests that need a clone job */
-#define SBX_REQ_NEEDS_JOB(kind) ((kind) == SBX_REQ_CLONE || (kind) == SBX_REQ_SNAPSHOT)
+#define SBX_REQ_NEEDS_JOB(kind) \
+	((kind) == SBX_REQ_CLONE || (kind) == SBX_REQ_SNAPSHOT || \
+	 (kind) == SBX_REQ_RESET || (kind) == SBX_REQ_SAVE)
 
 /*
  * What a row of the sandbox table is (its kind column), and so what a clone
@@ -48,10 +53,12 @@ typedef enum SbxCopyKind
 {
 	SBX_KIND_SANDBOX,
 	SBX_KIND_SNAPSHOT,
-	SBX_KIND_POOL
+	SBX_KIND_POOL,
+	SBX_KIND_SAVE				/* a sandbox's state, kept to reset to or
+								 * clone from */
 } SbxCopyKind;
 
-extern const char *const sbx_kind_names[];	/* "sandbox", "snapshot", "pool" */
+extern const char *const sbx_kind_names[];	/* "sandbox", ..., "save" */
 
 /* How far a clone job has come, for the progress view. */
 typedef enum SbxPhase
@@ -87,7 +94,9 @@ typedef struct SbxRequest
 	char		actor[NAMEDATALEN]; /* its name */
 
 	/* arguments */
-	char		name[NAMEDATALEN];	/* DROP, EXTEND */
+	char		name[NAMEDATALEN];	/* DROP, EXTEND, RESET, SAVE */
+	char		target[NAMEDATALEN];	/* RESET: 'start', 'latest' or a save;
+										 * SAVE: its label; CLONE: a save */
 	char		source[NAMEDATALEN];	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
 	bool		schema_only;	/* CLONE, SNAPSHOT, DROP_SNAPSHOT */
 	bool		only_if_expired;	/* DROP on behalf of gc() */
@@ -96,7 +105,7 @@ typedef struct SbxRequest
 	bool		both_kinds;		/* DROP_SNAPSHOT: schema-only and data */
 	char		schedule[SBX_SCHEDULE_MAX]; /* SCHEDULE; "" unschedules */
 	int			pool_size;		/* SET_POOL */
-	int64		ttl_secs;		/* CLONE, EXTEND */
+	int64		ttl_secs;		/* CLONE, EXTEND; RESET: 0 keeps the expiry */
 	TimestampTz protect_until;	/* PROTECT; 0 unprotects */
 	int64		idle_secs;		/* CLONE: idle timeout, 0 for none */
 	int64		source_bytes;	/* CLONE, SNAPSHOT: the source database's
@@ -109,10 +118,10 @@ typedef struct SbxRequest
 	char		message[SBX_MESSAGE_MAX];
 	char		detail[SBX_DETAIL_MAX];
 	bool		dropped;		/* DROP: something was dropped */
-	char		result_name[NAMEDATALEN];	/* CLONE */
+	char		result_name[NAMEDATALEN];	/* CLONE, SAVE */
 	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
 	TimestampTz expires_at;		/* CLONE, EXTEND; PROTECT: its end */
-	TimestampTz taken_at;		/* SNAPSHOT */
+	TimestampTz taken_at;		/* SNAPSHOT; RESET: the new data_as_of */
 	int64		size_bytes;		/* SNAPSHOT */
 	int			clone_job;		/* CLONE while running: job index or -1 */
 	int64		sandbox_id;		/* CLONE while running */
@@ -128,7 +137,9 @@ typedef struct SbxCloneJob
 	uint64		request_serial; /* the request's serial in that slot */
 	int64		sandbox_id;
 	Oid			dboid;
-	char		name[NAMEDATALEN];	/* database and role */
+	char		name[NAMEDATALEN];	/* the role, and its database's name */
+	char		dbname[NAMEDATALEN];	/* the database filled: name, but for
+										 * a reset's new one */
 	char		password[SBX_PASSWORD_LEN + 1];
 	char		source[NAMEDATALEN];
 	int64		source_generation;	/* of the source read for conninfo */
@@ -155,6 +166,19 @@ typedef struct SbxCloneJob
 											 * its event */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
+
+	/*
+	 * A reset fills a new database beside the sandbox's (dbname) and swaps
+	 * the names once it is ready; a save copies a sandbox (as a snapshot is
+	 * copied: its database and role are snapshot_*) into a save of it.
+	 * from_save: the "snapshot" copied is a save.  origin: what a reset
+	 * copies, for its event and its caller.
+	 */
+	bool		reset;
+	int64		reset_ttl_secs; /* 0 keeps the sandbox's expiry */
+	int64		parent_id;		/* a save's sandbox */
+	bool		from_save;
+	char		origin[SBX_DETAIL_MAX / 2];
 
 	/*
 	 * A data clone's masking rules, packed by sbx_read_rules (rules.c), and

@@ -77,6 +77,7 @@ typedef struct SbxCloneSpec
 	bool		statistics;		/* a dump with the planner's statistics */
 	int64		idle_secs;		/* a sandbox's idle timeout, 0 for none */
 	int64		source_bytes;	/* the source's size, -1 if not known */
+	bool		from_save;		/* the snapshot copied is a save */
 } SbxCloneSpec;
 
 /* what a drop did */
@@ -86,6 +87,13 @@ typedef enum SbxDropOutcome
 	SBX_DROP_DONE,
 	SBX_DROP_DEFERRED			/* waits for a janitor; try again later */
 } SbxDropOutcome;
+
+/* how a clone job's sandbox gets its contents, as the catalog and metrics say */
+static inline const char *
+sbx_clone_method(const SbxCloneJob *job)
+{
+	return job->from_save ? "save" : job->snapshot_id ? "snapshot" : "dump";
+}
 
 /* the lifecycle worker's catalog work (worker_spi.c) */
 extern MemoryContext sbx_outer_cxt;
@@ -115,6 +123,11 @@ extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
 								   double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
+extern void sbx_pick_name(char *name);
+extern void sbx_create_role(SbxCloneJob *job);
+extern void sbx_progress_database(int j, Oid dboid, int64 base);
+extern void sbx_secure_database(SbxCloneJob *job, int64 *size);
+extern char *sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   bool only_if_expired, bool may_defer,
 							   const char *action);
@@ -126,6 +139,27 @@ extern bool sbx_drop_first_of(List *ids, List *reasons);
 extern List *sbx_expired_sandboxes(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
+
+/* resets of sandboxes in place (reset.c) */
+extern int	sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared);
+extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
+							SbxCloneJob *job);
+extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,
+								  double seconds, TimestampTz *expires_at);
+extern void sbx_reset_cleanup(int64 sandbox_id, bool interrupted);
+extern void sbx_reset_fail(const SbxCloneJob *job, const char *reason,
+						   const char *actor);
+
+/* saves of sandboxes (save.c) */
+extern bool sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref);
+extern void sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
+							  char *source, bool *schema_only);
+extern void sbx_drop_save(const SbxActor *by, const char *name);
+extern void sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req,
+						   SbxCloneJob *job);
+extern void sbx_save_done(const SbxCloneJob *job, const char *actor, double seconds);
+extern void sbx_save_fail(const SbxCloneJob *job, const char *reason,
+						  const char *actor);
 
 /* snapshots of sources and their schedules (snapshot.c) */
 extern bool sbx_snapshots_in_use(bool *pools);

@@ -23,7 +23,10 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_auth_members.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -39,6 +42,9 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/catcache.h"
+#include "utils/fmgroids.h"
+#include "utils/relcache.h"
+#include "utils/rel.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -340,8 +346,50 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
+ * The owner of database 'name', or InvalidOid.  pg_database is shared, so
+ * it can be read before the connection's database is entered; its index
+ * only once the shared relcache is complete, as InitPostgres itself does.
+ */
+static Oid
+sbx_database_owner(const char *name)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_database_datname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(name));
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, DatabaseNameIndexId, criticalSharedRelcachesBuilt,
+							  NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * Is 'dbname' the database a reset of sandbox role 'user' (oid role) fills:
+ * named <user>_reset and owned by the role?  pgsandbox alone makes such a
+ * database, as the sandbox role may not create one.
+ */
+static bool
+sbx_is_reset_database(const char *dbname, const char *user, Oid role)
+{
+	size_t		len = strlen(user);
+
+	return strncmp(dbname, user, len) == 0 &&
+		strcmp(dbname + len, SBX_RESET_SUFFIX) == 0 &&
+		sbx_database_owner(dbname) == role;
+}
+
+/*
  * After authentication: a member of pgsandbox_sandbox may connect only to
- * the database of its own name.  The role catalogs are shared, so they can
+ * the database of its own name, or to the one a reset of it fills.  The role catalogs are shared, so they can
  * be read before the connection's database is entered, as pg_hba.conf's
  * group matching does.
  */
@@ -361,7 +409,8 @@ sbx_client_auth(Port *port, int status)
 	if (!OidIsValid(role) || !OidIsValid(group) || !sbx_is_sandbox_role(role, group))
 		return;
 	if (port->database_name != NULL &&
-		strcmp(port->database_name, port->user_name) == 0)
+		(strcmp(port->database_name, port->user_name) == 0 ||
+		 sbx_is_reset_database(port->database_name, port->user_name, role)))
 	{
 		sbx_note_login(role);	/* for idle expiry (usage.c) */
 		return;

@@ -36,6 +36,10 @@
  * snapshot role's objects to the sandbox role (REASSIGN OWNED, then DROP
  * OWNED for any privilege left) and sets the snapshot database's settings.
  *
+ * A reset (reset.c) fills a database of another name, dbname, beside the
+ * sandbox's, in the same ways; a save (save.c) is a copy of a sandbox, as
+ * if it were a snapshot.
+ *
  * The worker records its phase for the progress view, reports its outcome
  * in its clone job and exits; the lifecycle worker does the rest.  On
  * SIGTERM it kills its children on the way out.
@@ -330,7 +334,7 @@ sbx_restore_argv(const char *list, const char *archive, const char *section)
 	args[n++] = "--no-subscriptions";
 	args[n++] = "--no-security-labels";
 	args[n++] = "--no-tablespaces";
-	args[n++] = psprintf("--dbname=%s", sbx_job.name);
+	args[n++] = psprintf("--dbname=%s", sbx_job.dbname);
 	if (sbx_job.statistics)
 		args[n++] = "--statistics";
 	if (list)
@@ -413,7 +417,7 @@ sbx_stream(char **dump_env, char **restore_env)
 static void
 sbx_copy_masked_rows(SbxMasking *masking)
 {
-	PGconn	   *conn = sbx_sandbox_login(sbx_job.name, sbx_job.password);
+	PGconn	   *conn = sbx_sandbox_login(sbx_job.dbname, sbx_job.name, sbx_job.password);
 
 	PG_TRY();
 	{
@@ -448,7 +452,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create directory \"%s\": %m", parent)));
-	snprintf(sbx_archive_dir, sizeof(sbx_archive_dir), "%s/%s", parent, sbx_job.name);
+	snprintf(sbx_archive_dir, sizeof(sbx_archive_dir), "%s/%s", parent, sbx_job.dbname);
 	if (mkdir(sbx_archive_dir, S_IRWXU) < 0)
 	{
 		int			save_errno = errno;
@@ -457,7 +461,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not create directory \"%s/%s\": %m", parent, sbx_job.name)));
+				 errmsg("could not create directory \"%s/%s\": %m", parent, sbx_job.dbname)));
 	}
 	archive = psprintf("%s/archive.dump", sbx_archive_dir);
 	toc = psprintf("%s/archive.toc", sbx_archive_dir);
@@ -525,7 +529,7 @@ sbx_apply_settings(List *settings)
 		return;
 	initStringInfo(&refused);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: applying database settings");
-	sbx_apply_database_settings(sbx_job.name, sbx_job.name, settings, &refused);
+	sbx_apply_database_settings(sbx_job.dbname, sbx_job.name, settings, &refused);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (refused.len > 0)
 		sbx_note("database settings left out: %s", refused.data);
@@ -588,7 +592,7 @@ sbx_fill_sandbox(void)
 	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
 									 NULL, NULL, NULL);
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
-										sbx_job.password, sbx_job.name);
+										sbx_job.password, sbx_job.dbname);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 	if (!masked)
 	{
@@ -650,7 +654,7 @@ sbx_copy_snapshot(void)
 	CommitTransactionCommand();
 	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
 								  " STRATEGY %s ALLOW_CONNECTIONS false",
-								  quote_identifier(sbx_job.name),
+								  quote_identifier(sbx_job.dbname),
 								  quote_identifier(sbx_job.name),
 								  quote_identifier(sbx_job.snapshot_name),
 								  strategy),

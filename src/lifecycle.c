@@ -40,7 +40,7 @@
 #include "utils/pg_locale.h"
 #include "utils/timestamp.h"
 
-const char *const sbx_kind_names[] = {"sandbox", "snapshot", "pool"};
+const char *const sbx_kind_names[] = {"sandbox", "snapshot", "pool", "save"};
 const char *const sbx_phase_names[] = {"queued", "creating", "copying",
 	"extensions", "dumping", "restoring", "finishing"};
 
@@ -100,7 +100,7 @@ sbx_expired_sql(void)
  * Record the database clone job j fills, and its size when created, which
  * the progress view counts from.
  */
-static void
+void
 sbx_progress_database(int j, Oid dboid, int64 base)
 {
 	SbxProgress *p = &sbx_shared->progress[j];
@@ -206,14 +206,14 @@ sbx_check_quotas(const SbxActor *by)
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_spi(psprintf("SELECT count(*), count(*) FILTER (WHERE owner_oid = $1::oid)"
 					 " FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')%s",
-					 sbx_if_kinds(" AND kind = 'sandbox'")),
+					 sbx_if_kinds(" AND kind IN ('sandbox', 'save')")),
 			SPI_OK_SELECT, 1, args);
 	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									SPI_tuptable->tupdesc, 1, &isnull)) >= sbx_max_sandboxes)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many sandboxes"),
-				 errdetail("The cluster holds %d live sandboxes, the most pgsandbox.max_sandboxes allows.",
+				 errdetail("The cluster holds %d live sandboxes and saves, the most pgsandbox.max_sandboxes allows.",
 						   sbx_max_sandboxes),
 				 errhint("Drop sandboxes that are no longer needed.")));
 	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -221,13 +221,13 @@ sbx_check_quotas(const SbxActor *by)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many sandboxes for role \"%s\"", by->name),
-				 errdetail("The role owns %d live sandboxes, the most pgsandbox.max_sandboxes_per_owner allows.",
+				 errdetail("The role owns %d live sandboxes and saves, the most pgsandbox.max_sandboxes_per_owner allows.",
 						   sbx_max_sandboxes_per_owner),
 				 errhint("Drop sandboxes that are no longer needed.")));
 }
 
 /* A name no database, role or sandbox has, into name[NAMEDATALEN]. */
-static void
+void
 sbx_pick_name(char *name)
 {
 	const char *args[1] = {name};
@@ -285,7 +285,7 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	args[5] = ttl;
 	args[6] = owner;
 	args[7] = sbx_kind_names[spec->kind];
-	args[8] = spec->snapshot ? "snapshot" : "dump";
+	args[8] = spec->from_save ? "save" : spec->snapshot ? "snapshot" : "dump";
 	if (spec->snapshot)
 		snprintf(snapshot_id, sizeof(snapshot_id), INT64_FORMAT, spec->snapshot->id);
 	args[9] = spec->snapshot ? snapshot_id : NULL;
@@ -372,6 +372,11 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	if (spec->kind == SBX_KIND_SNAPSHOT)
 		sbx_log_event(job->name, "clone", by->name,
 					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
+	else if (spec->from_save)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s, copied from save \"%s\" made at %s",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
 	else if (spec->snapshot)
 		sbx_log_event(job->name, "clone", by->name,
 					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
@@ -385,7 +390,7 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 }
 
 /* Step 2: the role, with its password given only as a SCRAM secret. */
-static void
+void
 sbx_create_role(SbxCloneJob *job)
 {
 	char		idbuf[32];
@@ -400,7 +405,8 @@ sbx_create_role(SbxCloneJob *job)
 	sbx_run_utility(psprintf("CREATE ROLE %s %s NOSUPERUSER NOCREATEDB NOCREATEROLE"
 							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
 							 quote_identifier(job->name),
-							 job->kind == SBX_KIND_POOL ? "NOLOGIN" : "LOGIN"),
+							 job->kind == SBX_KIND_POOL || job->kind == SBX_KIND_SAVE
+							 ? "NOLOGIN" : "LOGIN"),
 					verifier);
 	explicit_bzero(verifier, strlen(verifier));
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
@@ -415,30 +421,37 @@ sbx_create_role(SbxCloneJob *job)
  * connections in the same transaction that revokes CONNECT from PUBLIC, so
  * that no one slips in before.
  */
-static void
+void
 sbx_secure_database(SbxCloneJob *job, int64 *size)
 {
 	char		idbuf[32];
-	const char *args[2] = {job->name, idbuf};
+	const char *args[2] = {job->dbname, idbuf};
 	bool		isnull;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	sbx_xact_begin("pgsandbox: securing a sandbox database");
-	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
-			" FROM pg_catalog.pg_database d"
-			" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid"
-			" RETURNING d.oid, pg_catalog.pg_database_size(d.oid)",
-			SPI_OK_UPDATE_RETURNING, 2, args);
+	/* a reset's new database is recorded only when it takes the name */
+	if (job->reset)
+		sbx_spi("SELECT d.oid, pg_catalog.pg_database_size(d.oid)"
+				"  FROM pg_catalog.pg_database d, pgsandbox.sandbox s"
+				" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid",
+				SPI_OK_SELECT, 2, args);
+	else
+		sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
+				" FROM pg_catalog.pg_database d"
+				" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid"
+				" RETURNING d.oid, pg_catalog.pg_database_size(d.oid)",
+				SPI_OK_UPDATE_RETURNING, 2, args);
 	if (SPI_processed != 1)
-		elog(ERROR, "database \"%s\" was not created as expected", job->name);
+		elog(ERROR, "database \"%s\" was not created as expected", job->dbname);
 	job->dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	*size = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										SPI_tuptable->tupdesc, 2, &isnull));
 	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC",
-							 quote_identifier(job->name)), NULL);
+							 quote_identifier(job->dbname)), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
-							 quote_identifier(job->name)), NULL);
+							 quote_identifier(job->dbname)), NULL);
 	sbx_xact_commit();
 }
 
@@ -448,7 +461,7 @@ sbx_secure_database(SbxCloneJob *job, int64 *size)
  * pgsandbox.locale_fallback lets the sandbox take the server's default,
  * which job->notes then records.
  */
-static char *
+char *
 sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
 {
 	const SbxLocale *loc = spec->locale;
@@ -522,6 +535,7 @@ sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	job->kind = spec->kind;
 	job->locale_fallback = sbx_locale_fallback;
 	sbx_record_clone(by, spec, job);
+	strlcpy(job->dbname, job->name, sizeof(job->dbname));
 	sbx_progress_set(j, SBX_PHASE_CREATING, job->name,
 					 spec->snapshot ? spec->snapshot->size_bytes : -1);
 	sbx_create_role(job);
@@ -531,6 +545,7 @@ sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	{
 		/* the clone worker copies it, then sbx_clone_secure records it */
 		job->copy_stage = true;
+		job->from_save = spec->from_save;
 		job->snapshot_id = spec->snapshot->id;
 		job->snapshot_dboid = spec->snapshot->dboid;
 		strlcpy(job->snapshot_name, spec->snapshot->name, sizeof(job->snapshot_name));
@@ -614,8 +629,9 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 1, &isnull));
 	if (job->kind == SBX_KIND_SANDBOX)
-		sbx_count_clone(job->snapshot_id ? "snapshot" : "dump", seconds);
-	how = job->snapshot_id ? "copied from a snapshot" : "cloned";
+		sbx_count_clone(sbx_clone_method(job), seconds);
+	how = job->from_save ? "copied from a save" :
+		job->snapshot_id ? "copied from a snapshot" : "cloned";
 	how = job->copy_how[0] ? psprintf("%s in %.1f s (%s)", how, seconds, job->copy_how)
 		: psprintf("%s in %.1f s", how, seconds);
 	if (job->kind == SBX_KIND_POOL)
@@ -773,6 +789,7 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 	char	   *idle_timeout = NULL;
 	TimestampTz last_used = 0;
 	char	   *detail = NULL;
+	bool		busy = false;
 
 	/*
 	 * Callers drop sandboxes only; the worker's own clean-up may meet a
@@ -816,7 +833,20 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 			idle_timeout = sbx_keep(sbx_spi_text(0, 8));
 		}
 	}
+	/* from 0.8: a reset or a save under way holds the sandbox */
+	if (id != NULL && sbx_catalog_has_saves())
+	{
+		const char *idargs[1] = {id};
+
+		sbx_spi("SELECT 1 FROM pgsandbox.sandbox"
+				" WHERE id = $1::bigint AND reset_started_at IS NOT NULL",
+				SPI_OK_SELECT, 1, idargs);
+		busy = (SPI_processed > 0);
+	}
 	sbx_xact_commit();
+
+	if (busy && only_if_expired)
+		return SBX_DROP_NOTHING;
 
 	if (only_if_expired && (status == NULL || strcmp(status, "ready") != 0 || !expired))
 		return SBX_DROP_NOTHING;
@@ -847,6 +877,11 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sandbox \"%s\" is still being cloned", name),
 				 errhint("Drop it once its clone has finished.")));
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being reset or saved", name),
+				 errhint("Drop it once reset() or save() has returned.")));
 
 	if (!sbx_drop_resources(name, role_oid, db_oid, may_defer))
 		return SBX_DROP_DEFERRED;
@@ -858,6 +893,12 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 			SPI_OK_UPDATE, 1, args);
 	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
 			SPI_OK_DELETE, 1, args);
+	/* its saves go with it, once no copy reads them (sbx_drop_one_retired) */
+	if (sbx_catalog_has_saves())
+		sbx_spi("UPDATE pgsandbox.sandbox SET retired_at = pg_catalog.now()"
+				" WHERE kind = 'save' AND parent_id = $1::bigint"
+				"   AND status IN ('cloning', 'ready') AND retired_at IS NULL",
+				SPI_OK_UPDATE, 1, args);
 	sbx_log_event(name, action, by->name, detail);
 	sbx_xact_commit();
 	return SBX_DROP_DONE;
@@ -1087,8 +1128,9 @@ sbx_expired_sandboxes(void)
 
 	sbx_xact_begin("pgsandbox: looking for expired sandboxes");
 	sbx_spi(psprintf("SELECT name FROM pgsandbox.sandbox"
-					 " WHERE status = 'ready'%s AND %s"
+					 " WHERE status = 'ready'%s%s AND %s"
 					 " ORDER BY expires_at, name", sbx_if_kinds(" AND kind = 'sandbox'"),
+					 sbx_catalog_has_saves() ? " AND reset_started_at IS NULL" : "",
 					 sbx_expired_sql()),
 			SPI_OK_SELECT, 0, NULL);
 	names = sbx_keep_column(1);
@@ -1110,13 +1152,15 @@ sbx_reconcile_todo(void)
 	ListCell   *lc;
 
 	sbx_xact_begin("pgsandbox: reconciling the catalog");
-	sbx_spi("SELECT id FROM pgsandbox.sandbox s"
-			" WHERE status = 'cloning'"
+	sbx_spi(psprintf("SELECT id FROM pgsandbox.sandbox s"
+			" WHERE status = 'cloning'%s"
 			"    OR (status = 'ready'"
 			"        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
 			"                         WHERE d.datname = s.name"
 			"                           AND (d.datdba = s.role_oid OR d.oid = s.db_oid)))"
-			" ORDER BY id", SPI_OK_SELECT, 0, NULL);
+			" ORDER BY id",
+			sbx_catalog_has_saves() ? " OR reset_started_at IS NOT NULL" : ""),
+			SPI_OK_SELECT, 0, NULL);
 	texts = sbx_keep_column(1);
 	sbx_xact_commit();
 
@@ -1138,6 +1182,9 @@ sbx_reconcile_one(int64 sandbox_id)
 	const char *args[1] = {idbuf};
 	char	   *status = NULL;
 	char	   *name = NULL;
+
+	/* a reset or a save interrupted: undone, or finished (reset.c) */
+	sbx_reset_cleanup(sandbox_id, true);
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
 	sbx_xact_begin("pgsandbox: reconciling a sandbox");

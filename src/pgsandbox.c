@@ -45,6 +45,7 @@ int			sbx_port = 0;
 char	   *sbx_bin_dir = NULL;
 int			sbx_max_sandboxes = 100;
 int			sbx_max_sandboxes_per_owner = 10;
+int			sbx_max_saves_per_sandbox = 5;
 bool		sbx_locale_fallback = false;
 int			sbx_copy_strategy = SBX_COPY_AUTO;
 int			sbx_default_idle_timeout = 0;
@@ -211,6 +212,15 @@ _PG_init(void)
 							"Sandboxes being cloned count too.",
 							&sbx_max_sandboxes_per_owner,
 							10, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_saves_per_sandbox",
+							"Number of saves one sandbox may have.",
+							"0 turns save() off. Saves count against their owner's sandboxes too.",
+							&sbx_max_saves_per_sandbox,
+							5, 0, 1000,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
@@ -412,6 +422,19 @@ sbx_catalog_has_usage(void)
 	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
 
 	return OidIsValid(rel) && get_attnum(rel, "read_only_at") != InvalidAttrNumber;
+}
+
+/*
+ * Whether the catalog has resets and saves (version 0.8's).  Needs a
+ * transaction.
+ */
+bool
+sbx_catalog_has_saves(void)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "reset_started_at") != InvalidAttrNumber;
 }
 
 /*

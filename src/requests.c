@@ -2,7 +2,8 @@
  *
  * requests.c
  *	  The SQL functions that ask the lifecycle worker for something: clone,
- *	  drop, extend, and the drop of an expired sandbox that gc() asks for.
+ *	  drop, extend, protect, reset and save, and the drop of an expired
+ *	  sandbox that gc() asks for.
  *
  * Arguments are checked here, in the caller's backend, so that bad input
  * fails at once and changes nothing.  The work is handed to the lifecycle
@@ -40,6 +41,9 @@ PG_FUNCTION_INFO_V1(pgsandbox_extend);
 PG_FUNCTION_INFO_V1(pgsandbox_protect);
 PG_FUNCTION_INFO_V1(pgsandbox_unprotect);
 PG_FUNCTION_INFO_V1(pgsandbox_drop_expired);
+PG_FUNCTION_INFO_V1(pgsandbox_reset);
+PG_FUNCTION_INFO_V1(pgsandbox_save);
+PG_FUNCTION_INFO_V1(pgsandbox_drop_save);
 
 /*
  * Seconds in a ttl, checked: positive and at most pgsandbox.max_ttl.
@@ -281,7 +285,16 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	StringInfoData conninfo;
 	char		portstr[16];
 
-	sbx_require_arg(fcinfo, 0, "source");
+	/* from 0.8, a clone of a save names the save instead of a source */
+	if (PG_NARGS() > 7 && !PG_ARGISNULL(7))
+	{
+		if (!PG_ARGISNULL(0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("clone() takes a source or from_save, not both")));
+	}
+	else
+		sbx_require_arg(fcinfo, 0, "source");
 	sbx_require_arg(fcinfo, 1, "schema_only");
 	sbx_require_arg(fcinfo, 3, "labels");
 	/* clone() of a catalog not yet updated has no fresh (0.3), statistics (0.5) */
@@ -294,7 +307,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	sbx_init_request(&req, SBX_REQ_CLONE);
-	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	source = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	req.schema_only = PG_GETARG_BOOL(1);
 	req.fresh = PG_NARGS() > 4 && PG_GETARG_BOOL(4);
 	req.statistics = PG_NARGS() > 5 && PG_GETARG_BOOL(5);
@@ -357,12 +370,30 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	strlcpy(req.labels, labels, sizeof(req.labels));
 
 	sbx_check_database();
-	if (strlen(source) >= NAMEDATALEN)
-		sbx_report_source_denied(source, req.caller_is_admin);
-	strlcpy(req.source, source, sizeof(req.source));
-	sbx_check_request_source(&req, true);
-	if (!sbx_snapshot_serves(&req))
-		sbx_probe_source(req.source, &req);
+	if (source == NULL)
+	{
+		/* the worker finds the save, and checks its source */
+		char	   *save = text_to_cstring(PG_GETARG_TEXT_PP(7));
+
+		if (req.fresh || req.statistics)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a clone of a save cannot be fresh or carry statistics")));
+		if (strlen(save) >= NAMEDATALEN)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("save \"%s\" does not exist", save)));
+		strlcpy(req.target, save, sizeof(req.target));
+	}
+	else
+	{
+		if (strlen(source) >= NAMEDATALEN)
+			sbx_report_source_denied(source, req.caller_is_admin);
+		strlcpy(req.source, source, sizeof(req.source));
+		sbx_check_request_source(&req, true);
+		if (!sbx_snapshot_serves(&req))
+			sbx_probe_source(req.source, &req);
+	}
 
 	sbx_run_request(&req, &result);
 
@@ -487,4 +518,92 @@ pgsandbox_extend(PG_FUNCTION_ARGS)
 	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	sbx_run_request(&req, &result);
 	PG_RETURN_TIMESTAMPTZ(result.expires_at);
+}
+
+/*
+ * reset(name text, target text, ttl interval) RETURNS timestamptz: the
+ * sandbox's new data_as_of.  A notice says what it now holds.
+ */
+Datum
+pgsandbox_reset(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+	char	   *target;
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_require_arg(fcinfo, 1, "target");
+	sbx_init_request(&req, SBX_REQ_RESET);
+	if (!PG_ARGISNULL(2))
+		req.ttl_secs = sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
+	target = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (target[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target must not be empty"),
+				 errhint("reset() takes 'start', 'latest', or the name or label of one of the sandbox's saves.")));
+	sbx_check_database();
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	if (strlen(target) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("save \"%s\" of sandbox \"%s\" does not exist", target, req.name)));
+	strlcpy(req.target, target, sizeof(req.target));
+	sbx_run_request(&req, &result);
+	ereport(NOTICE,
+			(errmsg("sandbox \"%s\" now holds %s", req.name, result.detail)));
+	PG_RETURN_TIMESTAMPTZ(result.taken_at);
+}
+
+/*
+ * save(name text, label text) RETURNS text: the save's name.
+ */
+Datum
+pgsandbox_save(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+	char	   *label;
+
+	sbx_require_arg(fcinfo, 0, "sandbox name");
+	sbx_require_arg(fcinfo, 1, "label");
+	sbx_init_request(&req, SBX_REQ_SAVE);
+	label = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (label[0] == '\0' || strlen(label) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a save's label must have 1 to %d bytes", NAMEDATALEN - 1)));
+	if (strcmp(label, "start") == 0 || strcmp(label, "latest") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" cannot label a save", label),
+				 errdetail("reset() takes it to mean something else.")));
+	sbx_check_database();
+	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	strlcpy(req.target, label, sizeof(req.target));
+	sbx_run_request(&req, &result);
+	PG_RETURN_TEXT_P(cstring_to_text(result.result_name));
+}
+
+/*
+ * drop_save(name text): the save is dropped once no copy of it is under way.
+ */
+Datum
+pgsandbox_drop_save(PG_FUNCTION_ARGS)
+{
+	SbxRequest	req;
+	SbxRequest	result;
+	char	   *name;
+
+	sbx_require_arg(fcinfo, 0, "save name");
+	sbx_check_database();
+	sbx_init_request(&req, SBX_REQ_DROP_SAVE);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("save \"%s\" does not exist", name)));
+	strlcpy(req.name, name, sizeof(req.name));
+	sbx_run_request(&req, &result);
+	PG_RETURN_VOID();
 }

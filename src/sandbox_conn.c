@@ -72,11 +72,12 @@ sbx_sandbox_lookup(const char *name, char **password, char **source)
 }
 
 /*
- * Log into sandbox 'name' as its role, with its password.  The password
- * never appears in a message.
+ * Log into database 'dbname' as sandbox role 'name', with its password: the
+ * sandbox's database, or the one a reset fills.  The password never appears
+ * in a message.
  */
 PGconn *
-sbx_sandbox_login(const char *name, const char *password)
+sbx_sandbox_login(const char *dbname, const char *name, const char *password)
 {
 	const char *keywords[7];
 	const char *values[7];
@@ -90,7 +91,7 @@ sbx_sandbox_login(const char *name, const char *password)
 	keywords[1] = "port";
 	values[1] = portstr;
 	keywords[2] = "dbname";
-	values[2] = name;
+	values[2] = dbname;
 	keywords[3] = "user";
 	values[3] = name;
 	keywords[4] = "password";
@@ -131,7 +132,7 @@ sbx_sandbox_connect(const char *name, char **source)
 	sbx_sandbox_lookup(name, &password, source);
 	PG_TRY();
 	{
-		conn = sbx_sandbox_login(name, password);
+		conn = sbx_sandbox_login(name, name, password);
 	}
 	PG_FINALLY();
 	{

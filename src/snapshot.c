@@ -325,15 +325,19 @@ sbx_drop_one_retired(void)
 	List	   *reasons;
 
 	sbx_xact_begin("pgsandbox: looking for snapshots to drop");
-	sbx_spi(psprintf("SELECT s.id, CASE WHEN o.name IS NULL THEN 'snapshot of a removed source'"
+	sbx_spi(psprintf("SELECT s.id, CASE WHEN s.kind = 'save'"
+					 "                    THEN 'save of a dropped sandbox, or dropped by drop_save()'"
+					 "                  WHEN o.name IS NULL THEN 'snapshot of a removed source'"
 					 "                  WHEN s.retired_at IS NOT NULL"
 					 "                    THEN 'snapshot replaced by a newer one, or dropped by drop_snapshot()'"
 					 "                  ELSE 'snapshot taken before the source''s rules changed' END"
 					 "  FROM pgsandbox.sandbox s"
 					 "  LEFT JOIN pgsandbox.source o"
 					 "    ON o.name = s.source AND %s"
-					 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
-					 "   AND (s.retired_at IS NOT NULL OR o.name IS NULL%s)"
+					 " WHERE s.status = 'ready'"
+					 "   AND ((s.kind = 'snapshot'"
+					 "         AND (s.retired_at IS NOT NULL OR o.name IS NULL%s))"
+					 "        OR (s.kind = 'save' AND s.retired_at IS NOT NULL))"
 					 " ORDER BY s.id",
 					 sbx_same_source(),
 					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")),

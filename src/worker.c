@@ -198,6 +198,45 @@ sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
 }
 
 /*
+ * Undo what clone job 'job' made, whatever it was: a clone's row fails and
+ * its database and role go; a reset's new database goes and the sandbox
+ * keeps its old one; a save fails and its sandbox opens again.
+ */
+static void
+sbx_undo_job_quietly(const SbxCloneJob *job, const char *reason, const char *actor)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!job->reset && job->kind != SBX_KIND_SAVE)
+	{
+		if (job->sandbox_id > 0)
+			sbx_fail_clone_quietly(job->sandbox_id, reason, actor);
+		return;
+	}
+	PG_TRY();
+	{
+		if (job->reset)
+			sbx_reset_fail(job, reason, actor);
+		else
+			sbx_save_fail(job, reason, actor);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not clean up after a %s of sandbox \"%s\", will try again later",
+						job->reset ? "reset" : "save",
+						job->reset ? job->name : job->snapshot_name),
+				 errdetail_internal("%s", edata->message)));
+		if (job->kind == SBX_KIND_SAVE && job->sandbox_id > 0)
+			sbx_reconcile_later(job->sandbox_id);
+		sbx_reconcile_later(job->reset ? job->sandbox_id : job->parent_id);
+	}
+	PG_END_TRY();
+}
+
+/*
  * Start the clone worker for job j, which the lifecycle worker has filled
  * in shared memory.
  */
@@ -297,7 +336,8 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 		if (job.sandbox_id > 0)
 			sbx_fail_clone_quietly(job.sandbox_id, edata->message, by->name);
 		if (spec->kind == SBX_KIND_SANDBOX)
-			sbx_count_clone_failure(spec->snapshot ? "snapshot" : "dump",
+			sbx_count_clone_failure(spec->from_save ? "save" :
+									spec->snapshot ? "snapshot" : "dump",
 									edata->sqlerrcode);
 		if (slot < 0)
 			ereport(LOG,
@@ -336,8 +376,59 @@ sbx_sandbox_succeeded(int j, SbxCloneJob *job, double secs, SbxRequest *outcome)
 }
 
 /*
- * A clone job has finished: mark what it made ready (a sandbox, a snapshot
- * or a pool member) and answer its caller, if any.
+ * A reset's new database is ready: swap it in and answer the caller, then
+ * drop the old one.  If the swap fails, the sandbox keeps its old data.
+ */
+static void
+sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxRequest	outcome;
+	volatile bool swapped = false;
+
+	memset(&outcome, 0, sizeof(outcome));
+	PG_TRY();
+	{
+		outcome.taken_at = sbx_reset_swap(job, sbx_jobs[j].actor, secs,
+										  &outcome.expires_at);
+		swapped = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		sbx_undo_job_quietly(job, edata->message, sbx_jobs[j].actor);
+		sbx_answer_with(job->request, job->request_serial, edata);
+	}
+	PG_END_TRY();
+	if (!swapped)
+		return;
+	strlcpy(outcome.detail, job->origin, sizeof(outcome.detail));
+	(void) sbx_queue_answer(job->request, job->request_serial, &outcome);
+	ereport(LOG,
+			(errmsg("sandbox \"%s\" was reset to %s (%.1f s)", job->name, job->origin, secs)));
+
+	/* the old database goes now, or at the next reconciliation */
+	PG_TRY();
+	{
+		sbx_reset_cleanup(job->sandbox_id, false);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("could not drop the database sandbox \"%s\" had before its reset, will try again later",
+						job->name),
+				 errdetail_internal("%s", edata->message)));
+		sbx_reconcile_later(job->sandbox_id);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * A clone job has finished: mark what it made ready (a sandbox, a snapshot,
+ * a pool member or a save) and answer its caller, if any.
  */
 static void
 sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
@@ -345,6 +436,11 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxRequest	outcome;
 
+	if (job->reset)
+	{
+		sbx_reset_succeeded(j, job, secs);
+		return;
+	}
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
@@ -364,16 +460,23 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 			case SBX_KIND_POOL:
 				(void) sbx_clone_ready(job, sbx_jobs[j].actor, secs);
 				break;
+			case SBX_KIND_SAVE:
+				sbx_save_done(job, sbx_jobs[j].actor, secs);
+				strlcpy(outcome.result_name, job->name, sizeof(outcome.result_name));
+				(void) sbx_queue_answer(job->request, job->request_serial, &outcome);
+				ereport(LOG,
+						(errmsg("sandbox \"%s\" was saved as \"%s\" (%.1f s)",
+								job->snapshot_name, job->name, secs)));
+				break;
 		}
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
-		sbx_fail_clone_quietly(job->sandbox_id, edata->message, sbx_jobs[j].actor);
+		sbx_undo_job_quietly(job, edata->message, sbx_jobs[j].actor);
 		if (job->kind == SBX_KIND_SANDBOX)
-			sbx_count_clone_failure(job->snapshot_id ? "snapshot" : "dump",
-									edata->sqlerrcode);
+			sbx_count_clone_failure(sbx_clone_method(job), edata->sqlerrcode);
 		sbx_answer_with(job->request, job->request_serial, edata);
 	}
 	PG_END_TRY();
@@ -467,7 +570,8 @@ sbx_clone_finish(int j)
 		if (abandoned)
 		{
 			code = ERRCODE_QUERY_CANCELED;
-			message = "clone canceled: the caller stopped waiting";
+			message = job.reset ? "reset canceled: the caller stopped waiting"
+				: "clone canceled: the caller stopped waiting";
 		}
 		else if (job.finished)
 		{
@@ -481,14 +585,19 @@ sbx_clone_finish(int j)
 			message = "clone worker exited before finishing";
 		}
 		reason = detail ? psprintf("%s\n%s", message, detail) : pstrdup(message);
-		sbx_fail_clone_quietly(job.sandbox_id, reason, sbx_jobs[j].actor);
-		if (job.kind == SBX_KIND_SANDBOX)
-			sbx_count_clone_failure(job.snapshot_id ? "snapshot" : "dump", code);
+		sbx_undo_job_quietly(&job, reason, sbx_jobs[j].actor);
+		if (job.kind == SBX_KIND_SANDBOX && !job.reset)
+			sbx_count_clone_failure(sbx_clone_method(&job), code);
 		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
-		ereport(LOG,
-				(errmsg("clone of source \"%s\" into sandbox \"%s\" failed",
-						job.source, job.name),
-				 errdetail_internal("%s", message)));
+		if (job.reset)
+			ereport(LOG,
+					(errmsg("reset of sandbox \"%s\" failed; it keeps its data", job.name),
+					 errdetail_internal("%s", message)));
+		else
+			ereport(LOG,
+					(errmsg("clone of source \"%s\" into sandbox \"%s\" failed",
+							job.source, job.name),
+					 errdetail_internal("%s", message)));
 	}
 	explicit_bzero(&job, sizeof(job));
 }
@@ -566,8 +675,17 @@ sbx_serve_drop(int slot, const SbxRequest *req, bool may_defer)
 			else
 			{
 				outcome.dropped = (done == SBX_DROP_DONE);
+				/* its saves, retired, are dropped by the upkeep */
+				if (outcome.dropped)
+					sbx_snapshots_may_exist = true;
 				(void) sbx_queue_answer(slot, req->serial, &outcome);
 			}
+		}
+		else if (req->kind == SBX_REQ_DROP_SAVE)
+		{
+			sbx_drop_save(&by, req->name);
+			sbx_snapshots_may_exist = true;
+			(void) sbx_queue_answer(slot, req->serial, &outcome);
 		}
 		else if (req->kind == SBX_REQ_PROTECT)
 		{
@@ -693,7 +811,39 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	bool		have_snapshot;
 	SbxCloneSpec spec;
 
-	if (sbx_try_pool(slot, req, &snapshot, &have_snapshot))
+	char		save_source[NAMEDATALEN];
+	bool		save_schema_only = false;
+	bool		from_save = (req->target[0] != '\0');
+
+	/* a clone of a save copies that save, and nothing else */
+	if (from_save)
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+		bool		failed = false;
+
+		if (j < 0)
+		{
+			sbx_queue_untake(slot, req->serial);
+			return;
+		}
+		PG_TRY();
+		{
+			sbx_save_to_clone(&by, req->target, &snapshot, save_source, &save_schema_only);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = sbx_catch_error(cxt);
+
+			sbx_count_clone_failure("save", edata->sqlerrcode);
+			sbx_answer_with(slot, req->serial, edata);
+			failed = true;
+		}
+		PG_END_TRY();
+		if (failed)
+			return;
+		have_snapshot = true;
+	}
+	else if (sbx_try_pool(slot, req, &snapshot, &have_snapshot))
 		return;
 	if (j < 0)
 	{
@@ -703,16 +853,82 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 
 	memset(&spec, 0, sizeof(spec));
 	spec.kind = SBX_KIND_SANDBOX;
-	spec.source = req->source;
-	spec.schema_only = req->schema_only;
+	spec.source = from_save ? save_source : req->source;
+	spec.schema_only = from_save ? save_schema_only : req->schema_only;
+	spec.from_save = from_save;
 	spec.ttl_secs = req->ttl_secs;
 	spec.labels = req->labels;
-	spec.locale = &req->locale;
+	spec.locale = from_save ? NULL : &req->locale;
 	spec.snapshot = have_snapshot ? &snapshot : NULL;
 	spec.statistics = req->statistics;
 	spec.idle_secs = req->idle_secs;
 	spec.source_bytes = req->source_bytes;
 	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
+}
+
+/*
+ * Serve a reset or a save with clone job j: check and mark the sandbox,
+ * then start the clone worker that fills the new database.  On failure,
+ * what was begun is undone and the error goes to the caller.
+ */
+static void
+sbx_serve_reset_or_save(int j, int slot, const SbxRequest *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
+	SbxCloneJob job;
+	SbxCloneSpec spec;
+
+	memset(&job, 0, sizeof(job));
+	memset(&spec, 0, sizeof(spec));
+	spec.kind = req->kind == SBX_REQ_SAVE ? SBX_KIND_SAVE : SBX_KIND_SANDBOX;
+	spec.source = "";
+	sbx_progress_start(j, &by, &spec);
+	PG_TRY();
+	{
+		if (req->kind == SBX_REQ_RESET)
+			sbx_reset_begin(j, &by, req, &job);
+		else
+		{
+			/* the upkeep drops saves once retired */
+			sbx_snapshots_may_exist = true;
+			sbx_save_begin(j, &by, req, &job);
+		}
+		job.in_use = true;
+		job.request = slot;
+		job.request_serial = req->serial;
+		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+		memcpy(&sbx_shared->jobs[j], &job, sizeof(job));
+		if (sbx_shared->requests[slot].serial == req->serial)
+		{
+			sbx_shared->requests[slot].clone_job = j;
+			sbx_shared->requests[slot].sandbox_id = job.sandbox_id;
+		}
+		strlcpy(sbx_shared->progress[j].source, job.source,
+				sizeof(sbx_shared->progress[j].source));
+		LWLockRelease(sbx_shared->lock);
+		sbx_jobs[j].terminated = false;
+		sbx_jobs[j].started = GetCurrentTimestamp();
+		strlcpy(sbx_jobs[j].actor, by.name, NAMEDATALEN);
+		sbx_start_clone_worker(j, job.name, job.sandbox_id);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == job.sandbox_id)
+			explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
+		LWLockRelease(sbx_shared->lock);
+		sbx_jobs[j].handle = NULL;
+		sbx_progress_end(j);
+		if (job.reset || (job.kind == SBX_KIND_SAVE && job.parent_id > 0))
+			sbx_undo_job_quietly(&job, edata->message, by.name);
+		sbx_answer_with(slot, req->serial, edata);
+	}
+	PG_END_TRY();
+	explicit_bzero(job.password, sizeof(job.password));
+	explicit_bzero(job.conninfo, sizeof(job.conninfo));
 }
 
 /*
@@ -817,7 +1033,8 @@ sbx_serve_requests(bool ready, int running)
 		if (!sbx_queue_take(slot, !ready || j >= 0 ||
 							(sbx_catalog_current && sbx_pools_may_exist), &req))
 			continue;
-		if (ready && j < 0 && req.kind == SBX_REQ_SNAPSHOT)
+		if (ready && j < 0 && (req.kind == SBX_REQ_SNAPSHOT || req.kind == SBX_REQ_RESET ||
+							   req.kind == SBX_REQ_SAVE))
 		{
 			sbx_queue_untake(slot, req.serial);
 			continue;
@@ -834,8 +1051,10 @@ sbx_serve_requests(bool ready, int running)
 		else if (req.kind == SBX_REQ_CLONE)
 			sbx_serve_clone(j, slot, &req);
 		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND ||
-				 req.kind == SBX_REQ_PROTECT)
+				 req.kind == SBX_REQ_PROTECT || req.kind == SBX_REQ_DROP_SAVE)
 			sbx_serve_drop(slot, &req, true);
+		else if (req.kind == SBX_REQ_RESET || req.kind == SBX_REQ_SAVE)
+			sbx_serve_reset_or_save(j, slot, &req);
 		else
 			sbx_serve_snapshot_request(j, slot, &req);
 		if (j >= 0 && sbx_jobs[j].handle != NULL)

@@ -1,0 +1,562 @@
+/*-------------------------------------------------------------------------
+ *
+ * reset.c
+ *	  reset(): put a sandbox back as it started, as its source is now, or as
+ *	  one of its saves holds it, in place, under the same name, role and
+ *	  password.
+ *
+ * A reset never touches the sandbox's database until a new one is ready.
+ * The new one is filled beside it, under the name <name>_reset and owned by
+ * the sandbox's role, by the clone workers, as a clone would be: a copy of a
+ * snapshot or a save (CREATE DATABASE ... TEMPLATE, then the copied objects
+ * given to the role), or a dump of the source restored as the role.  Only
+ * then does the lifecycle worker swap the two:
+ *
+ *	 1. the sandbox's database and the new one are closed to connections and
+ *		their sessions ended (prepared transactions rolled back first);
+ *	 2. in one transaction, the old database is renamed <name>_old, the new
+ *		one takes the name and is opened, and the catalog row points at it;
+ *	 3. <name>_old is dropped.
+ *
+ * A failure before step 2 commits leaves the old database under the name,
+ * reopened, and <name>_reset dropped.  The row's reset_started_at marks a
+ * reset (or a save, save.c) under way: drops and the reaper leave such a
+ * sandbox alone, and after a restart sbx_reset_cleanup finishes or undoes
+ * whatever was left, dropping only a <name>_reset or <name>_old that the
+ * sandbox's role owns.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "sbx_masking.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+/*
+ * Close database 'name' (dboid) to connections and end its sessions, as
+ * DROP DATABASE ... WITH (FORCE) would.  Prepared transactions are rolled
+ * back first with rollback_prepared (by a janitor, which must connect), and
+ * are an error otherwise.  Returns how many client sessions were ended.
+ */
+int
+sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared)
+{
+	char		oidbuf[16];
+	const char *args[1] = {oidbuf};
+	bool		isnull;
+	int64		prepared;
+	int64		sessions;
+
+	snprintf(oidbuf, sizeof(oidbuf), "%u", dboid);
+	sbx_xact_begin("pgsandbox: looking for a database's prepared transactions");
+	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_xacts p"
+			"  JOIN pg_catalog.pg_database d ON d.datname = p.database"
+			" WHERE d.oid = $1::oid", SPI_OK_SELECT, 1, args);
+	prepared = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_xact_commit();
+	if (prepared > 0)
+	{
+		if (!rollback_prepared)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("sandbox \"%s\" has prepared transactions", name),
+					 errhint("Commit or roll them back (COMMIT PREPARED, ROLLBACK PREPARED) first.")));
+		sbx_janitor_start(dboid, name);
+		sbx_janitor_wait(dboid);
+	}
+
+	sbx_xact_begin("pgsandbox: closing a sandbox database");
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
+							 quote_identifier(name)), NULL);
+	sbx_xact_commit();
+
+	sbx_xact_begin("pgsandbox: ending a sandbox's sessions");
+	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity"
+			" WHERE datid = $1::oid AND backend_type = 'client backend'",
+			SPI_OK_SELECT, 1, args);
+	sessions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+	/* those in the process array, even if not yet in pg_stat_activity */
+	TerminateOtherDBBackends(dboid);
+	sbx_xact_commit();
+	return (int) sessions;
+}
+
+/*
+ * In a worker transaction: the snapshot or save a sandbox was copied from
+ * (origin_id), if it still serves: a save not retired, or a snapshot of the
+ * source as it is, read under its rules as they are.
+ */
+static bool
+sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
+{
+	char		idbuf[32];
+	const char *args[1] = {idbuf};
+	bool		isnull;
+	HeapTuple	tup;
+	TupleDesc	desc;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, origin_id);
+	sbx_spi(psprintf("SELECT s.id, s.name, s.db_oid, s.data_as_of, s.size_bytes,"
+					 "       s.kind = 'save'"
+					 "  FROM pgsandbox.sandbox s"
+					 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
+					 " WHERE s.id = $1::bigint AND s.status = 'ready'"
+					 "   AND ((s.kind = 'save' AND s.retired_at IS NULL)"
+					 "        OR (s.kind = 'snapshot'"
+					 "            AND EXISTS (SELECT 1 FROM pgsandbox.source o"
+					 "                         WHERE o.name = s.source AND %s%s)))",
+					 sbx_same_source(),
+					 sbx_if_rules(" AND (s.schema_only OR s.rules_version = o.rules_version)", "")),
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	memset(ref, 0, sizeof(*ref));
+	ref->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	strlcpy(ref->name, sbx_spi_text(0, 2), sizeof(ref->name));
+	/* a snapshot's or a save's role has its name */
+	strlcpy(ref->role, ref->name, sizeof(ref->role));
+	ref->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
+	ref->data_as_of = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
+	ref->size_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+	*is_save = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+	return true;
+}
+
+/*
+ * In a worker transaction: the encoding and locale of database dboid, for
+ * a reset's new database made by a dump.
+ */
+static void
+sbx_database_locale(Oid dboid, SbxLocale *locale)
+{
+	char		oidbuf[16];
+	const char *args[1] = {oidbuf};
+
+	snprintf(oidbuf, sizeof(oidbuf), "%u", dboid);
+	/* the ICU or builtin locale's column changed its name in 17 */
+	sbx_spi("SELECT pg_catalog.pg_encoding_to_char(d.encoding), d.datcollate, d.datctype,"
+			"       d.datlocprovider::text,"
+			"       COALESCE(pg_catalog.to_jsonb(d) ->> 'daticulocale',"
+			"                pg_catalog.to_jsonb(d) ->> 'datlocale', '')"
+			"  FROM pg_catalog.pg_database d WHERE d.oid = $1::oid",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "database %u of a sandbox is gone", dboid);
+	memset(locale, 0, sizeof(*locale));
+	strlcpy(locale->encoding, sbx_spi_text(0, 1), sizeof(locale->encoding));
+	strlcpy(locale->collate, sbx_spi_text(0, 2), sizeof(locale->collate));
+	strlcpy(locale->ctype, sbx_spi_text(0, 3), sizeof(locale->ctype));
+	locale->provider = sbx_spi_text(0, 4)[0];
+	strlcpy(locale->icu_locale, sbx_spi_text(0, 5), sizeof(locale->icu_locale));
+}
+
+/*
+ * Start a reset for 'by' as clone job j: check the sandbox, find what to
+ * copy, mark the row and, for a dump, create the new database.  Fills *job
+ * for the clone worker.  An error raised once the row is marked leaves
+ * job->reset set, for sbx_reset_fail.
+ */
+void
+sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *job)
+{
+	char		owner[16];
+	char		idbuf[32];
+	const char *args[2] = {req->name, owner};
+	bool		isnull;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	char	   *status;
+	char	   *source;
+	bool		schema_only;
+	bool		busy;
+	bool		expired;
+	bool		was_masked;
+	int64		origin_id;
+	Oid			dboid;
+	SbxSnapshotRef ref;
+	bool		have_ref = false;
+	bool		ref_is_save = false;
+	const char *gone = "";
+	SbxLocale	locale;
+
+	memset(job, 0, sizeof(*job));
+	job->kind = SBX_KIND_SANDBOX;
+	job->locale_fallback = sbx_locale_fallback;
+	snprintf(owner, sizeof(owner), "%u", by->role);
+
+	sbx_xact_begin("pgsandbox: starting a reset");
+	if (!sbx_catalog_has_saves())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("reset() needs version 0.8 of extension \"pgsandbox\""),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	sbx_spi(psprintf("SELECT id, status, source, schema_only, db_oid,"
+					 "       COALESCE(snapshot_id, 0), reset_started_at IS NOT NULL,"
+					 "       expires_at <= pg_catalog.now(), masked"
+					 "  FROM pgsandbox.sandbox"
+					 " WHERE name = $1 AND kind = 'sandbox'%s",
+					 by->is_admin ? "" : " AND owner_oid = $2::oid"),
+			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", req->name)));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	job->sandbox_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	status = sbx_spi_text(0, 2);
+	source = sbx_keep(sbx_spi_text(0, 3));
+	schema_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+	origin_id = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+	busy = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+	expired = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+	was_masked = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+	if (strcmp(status, "cloning") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" is still being cloned", req->name),
+				 errhint("Reset it once its clone has finished.")));
+	if (strcmp(status, "ready") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", req->name),
+				 errdetail("It is %s.", status)));
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
+				 errhint("Try again once that has finished.")));
+	if (expired && req->ttl_secs == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" has expired", req->name),
+				 errhint("Give reset() a ttl to keep it longer.")));
+
+	if (strcmp(req->target, "start") == 0)
+	{
+		if (origin_id != 0)
+		{
+			have_ref = sbx_origin_ref(origin_id, &ref, &ref_is_save);
+			if (!have_ref)
+				gone = psprintf(" (the %s it was made from no longer serves)",
+								"snapshot or save");
+		}
+	}
+	else if (strcmp(req->target, "latest") != 0)
+	{
+		if (!sbx_find_save(job->sandbox_id, req->target, &ref))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("save \"%s\" of sandbox \"%s\" does not exist",
+							req->target, req->name),
+					 errhint("reset() takes 'start', 'latest', or the name or label of one of the sandbox's saves.")));
+		have_ref = ref_is_save = true;
+	}
+	sbx_xact_commit();
+
+	/* 'latest', or a start no longer there: the source's current snapshot */
+	if (!have_ref)
+		have_ref = sbx_current_snapshot(source, schema_only, &ref);
+
+	sbx_xact_begin("pgsandbox: starting a reset");
+	/* the source's rows again: only with the right to clone it now */
+	if (!ref_is_save)
+		sbx_check_clone_allowed(by, source, schema_only, job);
+	if (have_ref)
+		job->masked = was_masked;
+	else if (!schema_only)
+		job->masked = sbx_read_rules(source, job);
+	if (!have_ref)
+		sbx_database_locale(dboid, &locale);
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
+	args[0] = idbuf;
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = pg_catalog.now()"
+			" WHERE id = $1::bigint AND status = 'ready' AND reset_started_at IS NULL",
+			SPI_OK_UPDATE, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox \"%s\" changed while its reset started", req->name);
+	args[1] = NULL;
+	sbx_spi("SELECT password FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox \"%s\" has no recorded password", req->name);
+	strlcpy(job->password, sbx_spi_text(0, 1), sizeof(job->password));
+	sbx_xact_commit();
+
+	/* from here on, a failure goes through sbx_reset_fail */
+	job->reset = true;
+	job->reset_ttl_secs = req->ttl_secs;
+	strlcpy(job->name, req->name, sizeof(job->name));
+	snprintf(job->dbname, sizeof(job->dbname), "%s" SBX_RESET_SUFFIX, req->name);
+	strlcpy(job->source, source, sizeof(job->source));
+	job->schema_only = schema_only;
+	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, have_ref ? ref.size_bytes : -1);
+
+	if (have_ref)
+	{
+		job->copy_stage = true;
+		job->from_save = ref_is_save;
+		job->snapshot_id = ref.id;
+		job->snapshot_dboid = ref.dboid;
+		strlcpy(job->snapshot_name, ref.name, sizeof(job->snapshot_name));
+		strlcpy(job->snapshot_role, ref.role, sizeof(job->snapshot_role));
+		job->data_as_of = ref.data_as_of;
+		if (ref_is_save)
+			snprintf(job->origin, sizeof(job->origin),
+					 "a copy of save \"%s\" made at %s", ref.name,
+					 timestamptz_to_str(ref.data_as_of));
+		else
+			snprintf(job->origin, sizeof(job->origin),
+					 "a copy of snapshot \"%s\" taken at %s%s", ref.name,
+					 timestamptz_to_str(ref.data_as_of), gone);
+	}
+	else
+	{
+		SbxCloneSpec spec;
+		int64		size;
+
+		snprintf(job->origin, sizeof(job->origin), "a new dump of source \"%s\"%s",
+				 source, gone);
+		memset(&spec, 0, sizeof(spec));
+		spec.source = source;
+		spec.locale = &locale;
+		/* created closed, with the old database's encoding and locale */
+		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
+									  " ALLOW_CONNECTIONS false",
+									  quote_identifier(job->dbname),
+									  quote_identifier(job->name),
+									  sbx_locale_options(&spec, job)),
+							 "pgsandbox: creating a database for a reset");
+		sbx_secure_database(job, &size);
+		sbx_progress_database(j, job->dboid, size);
+	}
+}
+
+/*
+ * A reset's new database is ready: swap it in (steps 1 and 2 above).
+ * Returns the sandbox's new data_as_of, and its expiry in *expires_at.
+ * <name>_old is left for sbx_reset_cleanup.
+ */
+TimestampTz
+sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
+			   TimestampTz *expires_at)
+{
+	char		idbuf[32];
+	char		newoid[16];
+	char		data_as_of[64];
+	char		snapshot_id[32];
+	char		rules_version[16];
+	char		ttl[32];
+	char		generation[32];
+	const char *args[10];
+	bool		isnull;
+	Oid			old_dboid;
+	Oid			new_dboid;
+	int			ended;
+	char	   *old_name = psprintf("%s" SBX_OLD_SUFFIX, job->name);
+	TimestampTz result;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
+	args[0] = idbuf;
+	args[1] = job->dbname;
+	sbx_xact_begin("pgsandbox: looking up a reset's databases");
+	sbx_spi("SELECT s.db_oid, d.oid FROM pgsandbox.sandbox s"
+			"  JOIN pg_catalog.pg_database d ON d.datname = $2 AND d.datdba = s.role_oid"
+			" WHERE s.id = $1::bigint AND s.status = 'ready'"
+			"   AND s.reset_started_at IS NOT NULL", SPI_OK_SELECT, 2, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->name);
+	old_dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	new_dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 2, &isnull));
+	sbx_xact_commit();
+
+	/* the role may have logged into the new one too: end those as well */
+	ended = sbx_end_sessions(job->name, old_dboid, true);
+	(void) sbx_end_sessions(job->dbname, new_dboid, true);
+
+	snprintf(newoid, sizeof(newoid), "%u", new_dboid);
+	strlcpy(data_as_of, timestamptz_to_str(job->data_as_of), sizeof(data_as_of));
+	snprintf(snapshot_id, sizeof(snapshot_id), INT64_FORMAT, job->snapshot_id);
+	snprintf(rules_version, sizeof(rules_version), "%d", job->rules_version);
+	snprintf(ttl, sizeof(ttl), INT64_FORMAT, job->reset_ttl_secs);
+	snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
+	args[1] = newoid;
+	args[2] = data_as_of;
+	args[3] = sbx_clone_method(job);
+	args[4] = job->snapshot_id ? snapshot_id : NULL;
+	args[5] = job->masked ? "true" : "false";
+	args[6] = rules_version;
+	args[7] = ttl;
+	args[8] = job->snapshot_id ? NULL : generation;
+
+	sbx_xact_begin("pgsandbox: swapping in a reset's database");
+	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
+							 quote_identifier(job->name), quote_identifier(old_name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
+							 quote_identifier(job->dbname), quote_identifier(job->name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
+							 quote_identifier(job->name)), NULL);
+	/* settings the role gave itself go too; it had none at the start */
+	sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->name)), NULL);
+
+	/*
+	 * A copy keeps the rules_version and masking of what it copies; a dump
+	 * has the source's generation as read now.
+	 */
+	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = $2::oid, data_as_of = $3::timestamptz,"
+			" method = $4, snapshot_id = $5::bigint,"
+			" masked = COALESCE(c.masked, $6::boolean),"
+			" rules_version = COALESCE(c.rules_version, $7::integer),"
+			" source_generation = COALESCE($9::bigint, c.source_generation, s.source_generation),"
+			" ttl = CASE WHEN $8::bigint > 0"
+			"  THEN pg_catalog.make_interval(secs => $8::float8) ELSE s.ttl END,"
+			" expires_at = CASE WHEN $8::bigint > 0"
+			"  THEN pg_catalog.now() + pg_catalog.make_interval(secs => $8::float8)"
+			"  ELSE s.expires_at END,"
+			" size_bytes = pg_catalog.pg_database_size($2::oid),"
+			" size_measured_at = pg_catalog.now(), size_busy = false,"
+			" last_used_at = pg_catalog.now(), read_only_at = NULL"
+			"  FROM (SELECT) AS one"
+			"  LEFT JOIN pgsandbox.sandbox c ON c.id = $5::bigint"
+			" WHERE s.id = $1::bigint"
+			" RETURNING s.expires_at", SPI_OK_UPDATE_RETURNING, 9, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->name);
+	*expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_log_event(job->name, "reset", actor,
+				  psprintf("to %s, in %.1f s; %d session%s ended%s%s",
+						   job->origin, seconds, ended, ended == 1 ? "" : "s",
+						   job->notes[0] ? "; " : "", job->notes));
+	result = job->data_as_of;
+	sbx_xact_commit();
+	return result;
+}
+
+/* Drop database 'name' if the sandbox's role owns it and it is not 'keep'. */
+static void
+sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
+{
+	const char *args[3] = {name, role_oid, keep};
+	Oid			dboid = InvalidOid;
+	bool		isnull;
+
+	sbx_xact_begin("pgsandbox: looking for a reset's database");
+	sbx_spi("SELECT oid FROM pg_catalog.pg_database"
+			" WHERE datname = $1 AND datdba = $2::oid"
+			"   AND oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 3, args);
+	if (SPI_processed == 1)
+		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_xact_commit();
+	if (!OidIsValid(dboid))
+		return;
+	/* the janitor rolls back what DROP DATABASE would refuse */
+	sbx_janitor_start(dboid, name);
+	sbx_janitor_wait(dboid);
+	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
+						 "pgsandbox: dropping a reset's database");
+}
+
+/*
+ * Finish or undo what a reset or a save of sandbox_id left, when none runs
+ * for it: drop <name>_reset and <name>_old if its role owns them, open its
+ * database again, and clear the mark.  With 'interrupted' (a restart came
+ * between), say so in the event log.  Does nothing for a row not marked.
+ */
+void
+sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
+{
+	char		idbuf[32];
+	const char *args[1] = {idbuf};
+	char	   *name;
+	char	   *role_oid;
+	char	   *db_oid;
+	bool		live;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
+	sbx_xact_begin("pgsandbox: looking up a sandbox left by a reset");
+	if (!sbx_catalog_has_saves())
+	{
+		sbx_xact_commit();
+		return;
+	}
+	sbx_spi("SELECT name, role_oid, db_oid, status = 'ready' FROM pgsandbox.sandbox"
+			" WHERE id = $1::bigint AND reset_started_at IS NOT NULL",
+			SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+	{
+		sbx_xact_commit();
+		return;
+	}
+	name = sbx_keep(sbx_spi_text(0, 1));
+	role_oid = sbx_keep(sbx_spi_text(0, 2));
+	db_oid = sbx_keep(sbx_spi_text(0, 3));
+	live = (strcmp(sbx_spi_text(0, 4), "t") == 0);
+	sbx_xact_commit();
+
+	if (role_oid != NULL)
+	{
+		sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid, db_oid);
+		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid, db_oid);
+	}
+
+	/* a save lent the database to the bootstrap superuser, closed */
+	sbx_xact_begin("pgsandbox: reopening a sandbox");
+	if (live && db_oid != NULL && role_oid != NULL)
+	{
+		const char *dbargs[3] = {db_oid, name, role_oid};
+
+		sbx_spi("SELECT datdba <> $3::oid, NOT datallowconn FROM pg_catalog.pg_database"
+				" WHERE oid = $1::oid AND datname = $2",
+				SPI_OK_SELECT, 3, dbargs);
+		if (SPI_processed == 1)
+		{
+			bool		lent = (strcmp(sbx_spi_text(0, 1), "t") == 0);
+			bool		closed = (strcmp(sbx_spi_text(0, 2), "t") == 0);
+
+			if (lent)
+				sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
+										 quote_identifier(name), quote_identifier(name)),
+								NULL);
+			if (closed)
+				sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
+										 quote_identifier(name)), NULL);
+		}
+	}
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 1, args);
+	if (interrupted)
+		sbx_log_event(name, "cleanup", SBX_WORKER_ACTOR,
+					  "A reset or save was interrupted by a restart; the sandbox keeps the data it had when the restart came.");
+	sbx_xact_commit();
+}
+
+/*
+ * A reset failed before its swap: the sandbox keeps its old database,
+ * reopened, and the new one is dropped.
+ */
+void
+sbx_reset_fail(const SbxCloneJob *job, const char *reason, const char *actor)
+{
+	sbx_reset_cleanup(job->sandbox_id, false);
+	sbx_xact_begin("pgsandbox: recording a failed reset");
+	sbx_log_event(job->name, "reset_failed", actor, reason);
+	sbx_xact_commit();
+}

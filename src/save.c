@@ -1,0 +1,364 @@
+/*-------------------------------------------------------------------------
+ *
+ * save.c
+ *	  save(): keep a sandbox's state as a save, to reset it to (reset.c) or
+ *	  to clone new sandboxes from.
+ *
+ * A save is a row of the sandbox table of kind 'save', made and kept as a
+ * snapshot is: its own NOLOGIN role owns its objects, its database is
+ * closed to connections and owned by the bootstrap superuser, and copies
+ * of it are made by CREATE DATABASE ... TEMPLATE and given to their own
+ * role.  It belongs to its sandbox (parent_id) and its owner: it counts
+ * against the owner's quotas, only the owner (or an admin) may see or use
+ * it, and it is retired, then dropped, with its sandbox.  A save of a masked
+ * sandbox is masked: it copies what the sandbox holds.
+ *
+ * A save is a template copy of the sandbox's database, which needs it
+ * without sessions: the sandbox is closed to connections and its sessions
+ * are ended, as reset() does, until the save is done.  The copy's objects
+ * are then given to the save's role with REASSIGN OWNED, which would give
+ * away the sandbox's own database too (a shared object its role owns): so
+ * for that time the bootstrap superuser owns it.  The sandbox's row is
+ * marked (reset_started_at) until the save is done, so that a restart
+ * between gives the database back to its role and reopens it
+ * (sbx_reset_cleanup).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "sbx_worker.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+/* Fill *ref from row 0 of a query's id, name, db_oid, data_as_of, size. */
+static void
+sbx_fill_ref(SbxSnapshotRef *ref)
+{
+	HeapTuple	tup = SPI_tuptable->vals[0];
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		isnull;
+
+	memset(ref, 0, sizeof(*ref));
+	ref->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	strlcpy(ref->name, sbx_spi_text(0, 2), sizeof(ref->name));
+	/* a save's role has its name */
+	strlcpy(ref->role, ref->name, sizeof(ref->role));
+	ref->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
+	ref->data_as_of = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
+	ref->size_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+}
+
+#define SBX_SAVE_COLUMNS \
+	"SELECT s.id, s.name, s.db_oid, s.data_as_of, COALESCE(s.size_bytes, 0)"
+#define SBX_SAVE_USABLE \
+	"  FROM pgsandbox.sandbox s" \
+	"  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name" \
+	" WHERE s.kind = 'save' AND s.status = 'ready' AND s.retired_at IS NULL"
+
+/*
+ * In a worker transaction: the usable save of sandbox parent_id whose
+ * label, or else whose name, is 'target'.
+ */
+bool
+sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref)
+{
+	char		idbuf[32];
+	const char *args[2] = {idbuf, target};
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, parent_id);
+	sbx_spi(SBX_SAVE_COLUMNS SBX_SAVE_USABLE
+			" AND s.parent_id = $1::bigint AND (s.label = $2 OR s.name = $2)"
+			" ORDER BY s.label = $2 DESC LIMIT 1", SPI_OK_SELECT, 2, args);
+	if (SPI_processed != 1)
+		return false;
+	sbx_fill_ref(ref);
+	return true;
+}
+
+/*
+ * The save 'name' that 'by' may clone (its own, or any for an admin), with
+ * its source and kind; an error if there is none.
+ */
+void
+sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
+				  char *source, bool *schema_only)
+{
+	char		owner[16];
+	const char *args[2] = {name, owner};
+	bool		isnull;
+
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_xact_begin("pgsandbox: looking up a save");
+	if (!sbx_catalog_has_saves())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("clones of saves need version 0.8 of extension \"pgsandbox\""),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	sbx_spi(psprintf(SBX_SAVE_COLUMNS ", s.source, s.schema_only" SBX_SAVE_USABLE
+					 " AND s.name = $1%s", by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
+			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("save \"%s\" does not exist", name)));
+	sbx_fill_ref(ref);
+	strlcpy(source, sbx_spi_text(0, 6), NAMEDATALEN);
+	*schema_only = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 7, &isnull));
+	sbx_xact_commit();
+}
+
+/*
+ * Start a save for 'by' as clone job j: check the sandbox and the limits,
+ * record the save, make its role, close the sandbox and end its sessions,
+ * and leave the copy to the clone worker.  Once the save's row exists and
+ * its sandbox is marked, job->sandbox_id and job->parent_id are set, for
+ * sbx_save_fail.
+ */
+void
+sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *job)
+{
+	char		owner[16];
+	char		idbuf[32];
+	const char *args[4] = {req->name, owner, NULL, NULL};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	char	   *status;
+	char	   *parent_name;
+	int64		parent_id;
+	int64		save_id;
+	Oid			parent_dboid;
+	Oid			owner_oid;
+	int64		size;
+	int64		saves;
+	bool		busy;
+	bool		read_only;
+	SbxActor	owner_actor;
+	int			ended;
+
+	memset(job, 0, sizeof(*job));
+	job->kind = SBX_KIND_SAVE;
+	snprintf(owner, sizeof(owner), "%u", by->role);
+
+	sbx_xact_begin("pgsandbox: starting a save");
+	if (!sbx_catalog_has_saves())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("save() needs version 0.8 of extension \"pgsandbox\""),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	sbx_spi(psprintf("SELECT id, status, source, schema_only, db_oid, owner_oid,"
+					 "       COALESCE(size_bytes, 0), reset_started_at IS NOT NULL,"
+					 "       read_only_at IS NOT NULL, masked, name"
+					 "  FROM pgsandbox.sandbox"
+					 " WHERE name = $1 AND kind = 'sandbox'%s",
+					 by->is_admin ? "" : " AND owner_oid = $2::oid"),
+			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", req->name)));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	parent_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	status = sbx_spi_text(0, 2);
+	strlcpy(job->source, sbx_spi_text(0, 3), sizeof(job->source));
+	job->schema_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	parent_dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+	owner_oid = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
+	size = DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
+	busy = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+	read_only = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+	job->masked = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+	parent_name = sbx_keep(sbx_spi_text(0, 11));
+	if (strcmp(status, "cloning") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" is still being cloned", req->name),
+				 errhint("Save it once its clone has finished.")));
+	if (strcmp(status, "ready") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", req->name),
+				 errdetail("It is %s.", status)));
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
+				 errhint("Try again once that has finished.")));
+	if (read_only)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" is read-only and cannot be saved", req->name),
+				 errdetail("It grew past pgsandbox.max_sandbox_size."),
+				 errhint("Reset it, or drop it.")));
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, parent_id);
+	args[0] = idbuf;
+	args[1] = req->target;
+	sbx_spi("SELECT pg_catalog.count(*), pg_catalog.bool_or(label = $2)"
+			"  FROM pgsandbox.sandbox"
+			" WHERE kind = 'save' AND parent_id = $1::bigint"
+			"   AND status IN ('cloning', 'ready') AND retired_at IS NULL",
+			SPI_OK_SELECT, 2, args);
+	saves = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+								   &isnull)) && !isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("sandbox \"%s\" already has a save labelled \"%s\"",
+						req->name, req->target)));
+	if (saves >= sbx_max_saves_per_sandbox)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many saves of sandbox \"%s\"", req->name),
+				 errdetail("It has %d saves, the most pgsandbox.max_saves_per_sandbox allows.",
+						   (int) saves),
+				 errhint("Drop the sandbox's saves with drop_save(), or ask an admin to raise the limit.")));
+
+	/* a save counts against its sandbox's owner, whoever asks */
+	owner_actor.role = owner_oid;
+	owner_actor.is_admin = by->is_admin;
+	owner_actor.name = GetUserNameFromId(owner_oid, false);
+	sbx_check_quotas(&owner_actor);
+	sbx_check_budget(&owner_actor, SBX_KIND_SAVE, size, true);
+
+	sbx_pick_name(job->name);
+	strlcpy(job->dbname, job->name, sizeof(job->dbname));
+	strlcpy(job->origin, req->target, sizeof(job->origin));
+	args[0] = job->name;
+	args[1] = idbuf;
+	args[2] = req->target;
+	args[3] = by->name;
+	sbx_spi("INSERT INTO pgsandbox.sandbox (name, source, schema_only, status, labels,"
+			" requested_by, owner_oid, ttl, kind, parent_id, label, data_as_of,"
+			" rules_version, masked, source_generation, size_bytes)"
+			" SELECT $1, p.source, p.schema_only, 'cloning', '{}', $4::name, p.owner_oid,"
+			"        '0'::interval, 'save', p.id, $3, pg_catalog.now(),"
+			"        p.rules_version, p.masked, p.source_generation, p.size_bytes"
+			"   FROM pgsandbox.sandbox p WHERE p.id = $2::bigint"
+			" RETURNING id", SPI_OK_INSERT_RETURNING, 4, args);
+	save_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull));
+	args[0] = idbuf;
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = pg_catalog.now()"
+			" WHERE id = $1::bigint", SPI_OK_UPDATE, 1, args);
+	sbx_log_event(job->name, "clone", by->name,
+				  psprintf("save \"%s\" of sandbox \"%s\"", req->target, parent_name));
+	sbx_xact_commit();
+
+	/* from here on, a failure goes through sbx_save_fail */
+	job->sandbox_id = save_id;
+	job->parent_id = parent_id;
+	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, size);
+	sbx_create_role(job);
+
+	/* the copy needs the sandbox without sessions */
+	ended = sbx_end_sessions(parent_name, parent_dboid, false);
+	sbx_xact_begin("pgsandbox: lending a sandbox's database to a save");
+	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s", quote_identifier(parent_name),
+							 quote_identifier(GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false))),
+					NULL);
+	sbx_xact_commit();
+	snprintf(job->notes, sizeof(job->notes), "%d session%s ended",
+			 ended, ended == 1 ? "" : "s");
+	job->data_as_of = GetCurrentTimestamp();
+	job->copy_stage = true;
+	job->snapshot_id = parent_id;
+	job->snapshot_dboid = parent_dboid;
+	strlcpy(job->snapshot_name, parent_name, sizeof(job->snapshot_name));
+	strlcpy(job->snapshot_role, parent_name, sizeof(job->snapshot_role));
+}
+
+/*
+ * A save is complete: lock it as a snapshot is, mark it ready, and give its
+ * sandbox back its database, open.
+ */
+void
+sbx_save_done(const SbxCloneJob *job, const char *actor, double seconds)
+{
+	char		idbuf[32];
+	char		parent[32];
+	const char *args[2] = {idbuf, parent};
+	char	   *superuser;
+	bool		isnull;
+	int64		size;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
+	snprintf(parent, sizeof(parent), INT64_FORMAT, job->parent_id);
+	sbx_xact_begin("pgsandbox: finishing a save");
+	superuser = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
+							 quote_identifier(job->name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
+							 quote_identifier(job->name), quote_identifier(superuser)),
+					NULL);
+	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
+			" size_bytes = pg_catalog.pg_database_size(db_oid),"
+			" size_measured_at = pg_catalog.now()"
+			" WHERE id = $1::bigint AND status = 'cloning'"
+			" RETURNING size_bytes", SPI_OK_UPDATE_RETURNING, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "save " INT64_FORMAT " is no longer being made", job->sandbox_id);
+	size = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
+							 quote_identifier(job->snapshot_name),
+							 quote_identifier(job->snapshot_role)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
+							 quote_identifier(job->snapshot_name)), NULL);
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL"
+			" WHERE id = $2::bigint", SPI_OK_UPDATE, 2, args);
+	sbx_log_event(job->snapshot_name, "save", actor,
+				  psprintf("saved as \"%s\" (label \"%s\"), " INT64_FORMAT " bytes, in %.1f s; %s",
+						   job->name, job->origin, size, seconds, job->notes));
+	sbx_xact_commit();
+}
+
+/*
+ * A save failed: drop what it made, mark it failed, and open its sandbox
+ * again.
+ */
+void
+sbx_save_fail(const SbxCloneJob *job, const char *reason, const char *actor)
+{
+	if (job->sandbox_id > 0)
+		sbx_clone_fail(job->sandbox_id, reason, "failed", actor);
+	if (job->parent_id > 0)
+		sbx_reset_cleanup(job->parent_id, false);
+}
+
+/*
+ * drop_save(): retire a save of one of by's sandboxes (any, for an admin);
+ * the worker's upkeep drops it once no copy of it is under way.
+ */
+void
+sbx_drop_save(const SbxActor *by, const char *name)
+{
+	char		owner[16];
+	const char *args[2] = {name, owner};
+
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_xact_begin("pgsandbox: dropping a save");
+	if (!sbx_catalog_has_saves())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("drop_save() needs version 0.8 of extension \"pgsandbox\""),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox SET retired_at = pg_catalog.now()"
+					 " WHERE kind = 'save' AND status = 'ready' AND retired_at IS NULL"
+					 "   AND name = $1%s", by->is_admin ? "" : " AND owner_oid = $2::oid"),
+			SPI_OK_UPDATE, by->is_admin ? 1 : 2, args);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("save \"%s\" does not exist", name)));
+	sbx_xact_commit();
+}
