@@ -252,8 +252,7 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 		{
 			have_ref = sbx_origin_ref(origin_id, &ref, &ref_is_save);
 			if (!have_ref)
-				gone = psprintf(" (the %s it was made from no longer serves)",
-								"snapshot or save");
+				gone = " (the snapshot or save it was made from no longer serves)";
 		}
 	}
 	else if (strcmp(req->target, "latest") != 0)
@@ -398,7 +397,7 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
 	args[1] = newoid;
 	args[2] = data_as_of;
-	args[3] = sbx_clone_method(job);
+	args[3] = NULL;				/* unused */
 	args[4] = job->snapshot_id ? snapshot_id : NULL;
 	args[5] = job->masked ? "true" : "false";
 	args[6] = rules_version;
@@ -417,10 +416,10 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 
 	/*
 	 * A copy keeps the rules_version and masking of what it copies; a dump
-	 * has the source's generation as read now.
+	 * has the source's generation as read now.  method and snapshot_id
+	 * still say what the sandbox was made from: its start.
 	 */
 	sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = $2::oid, data_as_of = $3::timestamptz,"
-			" method = $4, snapshot_id = $5::bigint,"
 			" masked = COALESCE(c.masked, $6::boolean),"
 			" rules_version = COALESCE(c.rules_version, $7::integer),"
 			" source_generation = COALESCE($9::bigint, c.source_generation, s.source_generation),"
@@ -455,21 +454,35 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
 {
 	const char *args[3] = {name, role_oid, keep};
 	Oid			dboid = InvalidOid;
+	bool		prepared = false;
 	bool		isnull;
 
 	sbx_xact_begin("pgsandbox: looking for a reset's database");
-	sbx_spi("SELECT oid FROM pg_catalog.pg_database"
-			" WHERE datname = $1 AND datdba = $2::oid"
-			"   AND oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 3, args);
+	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
+			"                      WHERE p.database = d.datname)"
+			"  FROM pg_catalog.pg_database d"
+			" WHERE d.datname = $1 AND d.datdba = $2::oid"
+			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 3, args);
 	if (SPI_processed == 1)
+	{
 		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 1, &isnull));
+		prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 2, &isnull));
+		/* the janitor below must connect to it */
+		if (prepared)
+			sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
+									 quote_identifier(name)), NULL);
+	}
 	sbx_xact_commit();
 	if (!OidIsValid(dboid))
 		return;
 	/* the janitor rolls back what DROP DATABASE would refuse */
-	sbx_janitor_start(dboid, name);
-	sbx_janitor_wait(dboid);
+	if (prepared)
+	{
+		sbx_janitor_start(dboid, name);
+		sbx_janitor_wait(dboid);
+	}
 	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
 						 "pgsandbox: dropping a reset's database");
 }
