@@ -139,6 +139,17 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	($rc, $out, $err) = sandbox_psql($node, $dev,
 		"SELECT pgsandbox.run_sql('$old', 'SELECT count(*) FROM item') -> 'results' -> 0 -> 'rows' -> 0 ->> 0");
 	is($out, '50', "from $from: run_sql works in the old sandbox") or diag $err;
+	# it resets and saves like a new one (0.8)
+	sandbox_psql($node, $old_conninfo // '', 'DELETE FROM item WHERE id > 10');
+	($rc, $out, $err) = sandbox_psql($node, $dev,
+		"SELECT pgsandbox.save('$old', 'ten') IS NOT NULL, pgsandbox.reset('$old') IS NOT NULL");
+	is($rc, 0, "from $from: its owner saves it and resets it") or diag $err;
+	(undef, $rows) = sandbox_psql($node, $old_conninfo // '', 'SELECT count(*) FROM item');
+	is($rows, '50', "from $from: the reset brought its rows back, under the old credentials");
+	($rc, $out, $err) = sandbox_psql($node, $dev,
+		"SELECT pgsandbox.reset('$old', 'ten') IS NOT NULL");
+	(undef, $rows) = sandbox_psql($node, $old_conninfo // '', 'SELECT count(*) FROM item');
+	is($rows, '10', "from $from: and a reset to its save brought the saved state") or diag $err;
 	($rc, $out, $err) = sandbox_psql($node, $dev, "SELECT pgsandbox.drop('$old')");
 	is($rc, 0, "from $from: its owner drops it") or diag $err;
 	is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = '$old'"),
@@ -156,7 +167,8 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is( $node->safe_psql('postgres',
 			"SELECT sum(value) FROM pgsandbox.metrics WHERE name = 'pgsandbox_clones_total'"
 			  . " AND labels ->> 'outcome' = 'ok'"),
-		defined $old_snapshot ? '3' : '2', "from $from: the metrics count the clones made after the update");
+		(defined $old_snapshot ? 3 : 2) + ($from ge '0.7' ? 2 : 0),
+		"from $from: the metrics count the clones made after the update (and, from 0.7, before)");
 	is( $node->safe_psql('postgres',
 			"SELECT last_used_at IS NOT NULL FROM pgsandbox.sandboxes WHERE name = '$copy'"),
 		't', "from $from: and sandboxes record their last use");
