@@ -1,7 +1,7 @@
 // e2e.mjs: drive a real Postgres MCP server (mcp-postgres-server) over stdio
 // with the official MCP client SDK, as an agent would, through a whole
-// pgsandbox task: clone, look at the shape, migrate, see the diff, try to
-// leave the sandbox, drop.
+// pgsandbox task: clone, look at the shape, migrate, see the diff, save,
+// reset in place and back to the save, try to leave the sandbox, drop.
 //
 // The server logs into the admin database as an ordinary pgsandbox_user
 // role. Connection settings come from the environment (set by
@@ -140,7 +140,29 @@ async function main() {
      && changed?.indexes_added?.some((i) => i.includes('orders_status')),
      'schema_diff shows the new column and index of orders', changed);
 
-  // 6. the sandbox role cannot reach the admin catalog, the admin
+  // 6. the migration needs another try: keep it as a save, put the
+  //    sandbox back in place (same name, same credentials), and come back
+  //    to the save
+  r = await query("SELECT pgsandbox.save($1, 'first try') AS save", [sbx]);
+  const save = r.payload.rows?.[0]?.save;
+  ok(!r.isError && /^sbx_[a-z0-9]{8}$/.test(save ?? ''), 'save() through MCP keeps the migrated state', r.payload);
+  r = await query('SELECT pgsandbox.reset($1) AS data_as_of', [sbx]);
+  ok(!r.isError && r.payload.rows?.[0]?.data_as_of, 'reset() through MCP puts the sandbox back', r.payload);
+  r = await query("SELECT pgsandbox.run_sql($1, 'SELECT current_user, count(*) FROM orders; SELECT to_regclass(''refunds'') IS NULL, to_regclass(''big_orders'') IS NOT NULL') AS res", [sbx]);
+  res = r.payload.rows?.[0]?.res;
+  ok(res?.error === null && res.results[0].rows[0][0] === sbx && res.results[0].rows[0][1] === env.PGSANDBOX_ORDERS * 1
+     && res.results[1].rows[0][0] === true && res.results[1].rows[0][1] === true,
+     'after the reset the sandbox has the source\'s rows and shape, under the same role', res);
+  r = await query("SELECT pgsandbox.reset($1, target => 'first try') AS data_as_of", [sbx]);
+  ok(!r.isError, 'reset() to the save through MCP', r.payload);
+  r = await query("SELECT pgsandbox.run_sql($1, 'SELECT to_regclass(''refunds'') IS NOT NULL') AS res", [sbx]);
+  res = r.payload.rows?.[0]?.res;
+  ok(res?.error === null && res.results[0].rows[0][0] === true, 'the saved migration is back', res);
+  r = await query('SELECT sandbox, label FROM pgsandbox.saves');
+  ok(!r.isError && r.payload.rows.length === 1 && r.payload.rows[0].sandbox === sbx
+     && r.payload.rows[0].label === 'first try', 'the agent sees its save', r.payload);
+
+  // 7. the sandbox role cannot reach the admin catalog, the admin
   //    database or the source; the agent's own role cannot read secrets
   r = await query("SELECT pgsandbox.run_sql($1, 'SELECT conninfo FROM pgsandbox.source') AS res", [sbx]);
   res = r.payload.rows?.[0]?.res;
@@ -155,7 +177,7 @@ async function main() {
   r = await query("SELECT pgsandbox.add_source('mine', 'dbname=postgres user=x password=y')");
   ok(r.isError && /permission denied/.test(JSON.stringify(r.payload)), 'the agent role cannot approve sources', r.payload);
 
-  // 7. drop
+  // 8. drop
   r = await query('SELECT pgsandbox.drop($1)', [sbx]);
   ok(!r.isError, 'drop() through MCP', r.payload);
   r = await query('SELECT status FROM pgsandbox.sandboxes WHERE name = $1', [sbx]);

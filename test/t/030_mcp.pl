@@ -80,7 +80,11 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname 
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_roles WHERE rolname = '$sbx'"),
 	'0', 'its role is gone');
 is($node->safe_psql('postgres', "SELECT string_agg(action, ',' ORDER BY id) FROM pgsandbox.event WHERE sandbox = '$sbx'"),
-	'clone,ready,drop', 'the events tell the whole story');
+	'clone,ready,save,reset,reset,drop', 'the events tell the whole story');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pgsandbox.sandbox s JOIN pg_database d ON d.datname = s.name"
+		  . " WHERE s.kind = 'save'"),
+	'its save is dropped with it');
 is($node->safe_psql('shop', 'SELECT md5(string_agg(o::text, \',\' ORDER BY id)) FROM orders o'),
 	$source_before, 'the source is unchanged');
 is($node->safe_psql('shop', "SELECT count(*) FROM pg_class WHERE relname IN ('refunds', 'orders_status')"),
