@@ -2,7 +2,8 @@
 #
 # valgrind.sh: run a throwaway PostgreSQL 15 cluster under valgrind's
 # memcheck, drive the worker through clones, a snapshot, idle expiry, a
-# sandbox made read-only (and a write it refuses at commit), a pool fill,
+# sandbox made read-only (and a write it refuses at commit), resets, a save
+# and a clone of it, a pool fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -43,6 +44,16 @@ runuser -u postgres -- psql "$B2" -qAtc "CREATE TABLE grow AS SELECT g, repeat(m
 for i in $(seq 1 120); do [ "$(P -d postgres -c "SELECT count(*) FROM pgsandbox.events WHERE action='read_only'")" = 1 ] && break; sleep 1; done
 runuser -u postgres -- psql "$B2" -qAtc "INSERT INTO grow VALUES (1,'x')" || true
 runuser -u postgres -- psql "$B2" -qAtc "SELECT lo_from_bytea(0,'x')" || true
+# resets (a copy of the snapshot, a dump restored into <name>_reset through
+# the login check, a save), a save, a clone of the save
+P -d postgres -c "SELECT pgsandbox.add_source('src2','dbname=src', allow_data=>true)" >/dev/null
+C=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src', schema_only=>false)")
+D2=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src2', schema_only=>false)")
+P -d postgres -c "SET client_min_messages = warning" -c "SELECT pgsandbox.reset('$C', 'latest')" \
+	-c "SELECT pgsandbox.reset('$D2')" -c "SELECT pgsandbox.save('$C', 'v1')" \
+	-c "SELECT pgsandbox.reset('$C', 'v1')" >/dev/null
+S=$(P -d postgres -c "SELECT name FROM pgsandbox.saves WHERE label = 'v1'")
+P -d postgres -c "SELECT name FROM pgsandbox.clone(from_save => '$S')" -c "SELECT pgsandbox.drop('$C')" >/dev/null
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
 P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('nosuchsource_x')" 2>/dev/null || true
