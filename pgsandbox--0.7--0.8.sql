@@ -87,3 +87,76 @@ COMMENT ON VIEW pgsandbox.saves IS
 	'The saves of live sandboxes (a pgsandbox_user sees those of its own sandboxes)';
 REVOKE ALL ON pgsandbox.saves FROM PUBLIC;
 GRANT SELECT ON pgsandbox.saves TO pgsandbox_admin, pgsandbox_user;
+
+-- the metrics count saves: their own kind, and in their owner's budget
+CREATE OR REPLACE VIEW pgsandbox.metrics AS
+	WITH live AS (
+		SELECT s.kind, s.status, s.owner_oid, s.size_bytes, s.protected_until,
+			   s.read_only_at, s.data_as_of, s.retired_at
+		  FROM pgsandbox.sandbox s
+		 WHERE s.status IN ('cloning', 'ready')
+	), kinds(kind) AS (
+		VALUES ('sandbox'), ('snapshot'), ('pool'), ('save')
+	), budget(scope, setting, used) AS (
+		VALUES ('total', 'pgsandbox.max_total_size',
+				(SELECT pg_catalog.sum(l.size_bytes) FROM live l)),
+			   ('per_owner', 'pgsandbox.max_size_per_owner',
+				(SELECT pg_catalog.max(o.bytes)
+				   FROM (SELECT pg_catalog.sum(l.size_bytes) AS bytes FROM live l
+						  WHERE l.kind IN ('sandbox', 'save') GROUP BY l.owner_oid) o)),
+			   ('sandbox', 'pgsandbox.max_sandbox_size',
+				(SELECT pg_catalog.max(l.size_bytes) FROM live l WHERE l.kind = 'sandbox'))
+	)
+	SELECT 'pgsandbox_sandboxes_live'::text AS name,
+		   pg_catalog.jsonb_build_object('kind', k.kind, 'status', st.status) AS labels,
+		   (SELECT pg_catalog.count(*) FROM live l
+			 WHERE l.kind = k.kind AND l.status = st.status)::double precision AS value
+	  FROM kinds k CROSS JOIN (VALUES ('cloning'), ('ready')) st(status)
+	UNION ALL
+	SELECT 'pgsandbox_database_bytes', pg_catalog.jsonb_build_object('kind', k.kind),
+		   COALESCE((SELECT pg_catalog.sum(l.size_bytes) FROM live l
+					  WHERE l.kind = k.kind), 0)::double precision
+	  FROM kinds k
+	UNION ALL
+	SELECT c.name, c.labels, c.value FROM pgsandbox.counter c
+	UNION ALL
+	SELECT 'pgsandbox_queue_requests', pg_catalog.jsonb_build_object('state', q.state),
+		   q.requests::double precision
+	  FROM pgsandbox._queue_depth() q
+	UNION ALL
+	SELECT 'pgsandbox_pool_members',
+		   pg_catalog.jsonb_build_object('source', p.source,
+										 'schema_only', p.schema_only::text,
+										 'state', w.state),
+		   w.n::double precision
+	  FROM pgsandbox.snapshot_plan p
+	  CROSS JOIN LATERAL (
+			VALUES ('wanted', p.pool_size::bigint),
+				   ('ready', (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+								JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
+							   WHERE s.kind = 'pool' AND s.status = 'ready'
+								 AND s.source = p.source AND s.schema_only = p.schema_only)))
+			w(state, n)
+	 WHERE p.pool_size > 0
+	UNION ALL
+	SELECT 'pgsandbox_snapshot_oldest_age_seconds', '{}'::jsonb,
+		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(s.data_as_of))
+	  FROM pgsandbox._current_snapshots() c JOIN pgsandbox.sandbox s ON s.id = c.id
+	HAVING pg_catalog.count(*) > 0
+	UNION ALL
+	SELECT 'pgsandbox_protected_sandboxes', '{}'::jsonb,
+		   pg_catalog.count(*) FILTER (WHERE l.protected_until > pg_catalog.now())::double precision
+	  FROM live l WHERE l.kind = 'sandbox'
+	UNION ALL
+	SELECT 'pgsandbox_read_only_sandboxes', '{}'::jsonb,
+		   pg_catalog.count(*) FILTER (WHERE l.read_only_at IS NOT NULL)::double precision
+	  FROM live l WHERE l.kind = 'sandbox'
+	UNION ALL
+	SELECT 'pgsandbox_budget_limit_bytes', pg_catalog.jsonb_build_object('scope', b.scope),
+		   pg_catalog.pg_size_bytes(COALESCE(pg_catalog.current_setting(b.setting, true),
+											 '0'))::double precision
+	  FROM budget b
+	UNION ALL
+	SELECT 'pgsandbox_budget_used_bytes', pg_catalog.jsonb_build_object('scope', b.scope),
+		   COALESCE(b.used, 0)::double precision
+	  FROM budget b;

@@ -660,14 +660,14 @@ CREATE VIEW pgsandbox.metrics AS
 		  FROM pgsandbox.sandbox s
 		 WHERE s.status IN ('cloning', 'ready')
 	), kinds(kind) AS (
-		VALUES ('sandbox'), ('snapshot'), ('pool')
+		VALUES ('sandbox'), ('snapshot'), ('pool'), ('save')
 	), budget(scope, setting, used) AS (
 		VALUES ('total', 'pgsandbox.max_total_size',
 				(SELECT pg_catalog.sum(l.size_bytes) FROM live l)),
 			   ('per_owner', 'pgsandbox.max_size_per_owner',
 				(SELECT pg_catalog.max(o.bytes)
 				   FROM (SELECT pg_catalog.sum(l.size_bytes) AS bytes FROM live l
-						  WHERE l.kind = 'sandbox' GROUP BY l.owner_oid) o)),
+						  WHERE l.kind IN ('sandbox', 'save') GROUP BY l.owner_oid) o)),
 			   ('sandbox', 'pgsandbox.max_sandbox_size',
 				(SELECT pg_catalog.max(l.size_bytes) FROM live l WHERE l.kind = 'sandbox'))
 	)

@@ -114,7 +114,7 @@ sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
 	snprintf(owner, sizeof(owner), "%u", by->role);
 	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint,"
 			"       COALESCE(pg_catalog.sum(size_bytes)"
-			"                FILTER (WHERE kind = 'sandbox' AND owner_oid = $1::oid), 0)::bigint"
+			"                FILTER (WHERE kind IN ('sandbox', 'save') AND owner_oid = $1::oid), 0)::bigint"
 			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
 			SPI_OK_SELECT, 1, args);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -136,7 +136,7 @@ sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
 							 sbx_pretty_size(expected),
 							 sbx_pretty_size(sbx_max_total_size * SBX_MB)),
 				 errhint("Drop sandboxes that are no longer needed, or ask an admin to raise pgsandbox.max_total_size.")));
-	if (kind == SBX_KIND_SANDBOX && sbx_max_size_per_owner > 0 &&
+	if ((kind == SBX_KIND_SANDBOX || kind == SBX_KIND_SAVE) && sbx_max_size_per_owner > 0 &&
 		mine + expected > sbx_max_size_per_owner * SBX_MB)
 		ereport(ERROR,
 				(errcode(ERRCODE_DISK_FULL),
@@ -252,14 +252,15 @@ sbx_measure_sizes(void)
 		sbx_xact_commit();
 		return;
 	}
-	sbx_spi("WITH busy AS ("
+	/* a sandbox being reset or saved is measured once that is done */
+	sbx_spi(psprintf("WITH busy AS ("
 			"  SELECT DISTINCT a.datid FROM pg_catalog.pg_stat_activity a"
 			"   WHERE a.datid IS NOT NULL AND a.backend_type = 'client backend'),"
 			" todo AS ("
 			"  SELECT s.id, b.datid IS NOT NULL AS busy FROM pgsandbox.sandbox s"
 			"    JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
 			"    LEFT JOIN busy b ON b.datid = s.db_oid"
-			"   WHERE s.status = 'ready' AND s.kind = 'sandbox'"
+			"   WHERE s.status = 'ready' AND s.kind = 'sandbox'%s"
 			"     AND (b.datid IS NOT NULL OR s.size_busy OR s.size_measured_at IS NULL"
 			"          OR s.last_used_at > s.size_measured_at"
 			"          OR ($1::bigint > 0 AND s.read_only_at IS NULL"
@@ -274,6 +275,7 @@ sbx_measure_sizes(void)
 			" SELECT m.id, m.name, m.db_oid, m.size_bytes FROM measured m"
 			"  WHERE $1::bigint > 0 AND m.read_only_at IS NULL"
 			"    AND m.size_bytes > $1::bigint",
+			sbx_catalog_has_saves() ? " AND s.reset_started_at IS NULL" : ""),
 			SPI_OK_SELECT, 2, args);
 	ids = sbx_keep_column(1);
 	names = sbx_keep_column(2);
