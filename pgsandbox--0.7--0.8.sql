@@ -5,10 +5,12 @@
 -- A save keeps a sandbox's state (kind 'save', parent_id its sandbox, with
 -- a label unique among that sandbox's saves); reset_started_at marks a
 -- sandbox whose reset or save is under way, which drops and the reaper
--- leave alone and a restart finishes or undoes.
+-- leave alone and a restart finishes or undoes; reset_role is the role a
+-- reset's dump is filled as, dropped with the reset.
 ALTER TABLE pgsandbox.sandbox ADD COLUMN parent_id bigint;
 ALTER TABLE pgsandbox.sandbox ADD COLUMN label text;
 ALTER TABLE pgsandbox.sandbox ADD COLUMN reset_started_at timestamptz;
+ALTER TABLE pgsandbox.sandbox ADD COLUMN reset_role oid;
 ALTER TABLE pgsandbox.sandbox DROP CONSTRAINT sandbox_kind_check;
 ALTER TABLE pgsandbox.sandbox ADD CONSTRAINT sandbox_kind_check
 	CHECK (kind IN ('sandbox', 'snapshot', 'pool', 'save'));

@@ -118,10 +118,12 @@ CREATE TABLE pgsandbox.sandbox (
 	-- a save keeps a sandbox's state (kind 'save', parent_id its sandbox,
 	-- with a label unique among that sandbox's saves); reset_started_at
 	-- marks a sandbox whose reset or save is under way, which drops and the
-	-- reaper leave alone and a restart finishes or undoes
+	-- reaper leave alone and a restart finishes or undoes; reset_role is the
+	-- role a reset's dump is filled as, dropped with the reset
 	parent_id	bigint,
 	label		text,
-	reset_started_at timestamptz
+	reset_started_at timestamptz,
+	reset_role	oid
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';

@@ -137,9 +137,9 @@ typedef struct SbxCloneJob
 	uint64		request_serial; /* the request's serial in that slot */
 	int64		sandbox_id;
 	Oid			dboid;
-	char		name[NAMEDATALEN];	/* the role, and its database's name */
+	char		name[NAMEDATALEN];	/* the role that fills the database */
 	char		dbname[NAMEDATALEN];	/* the database filled: name, but for
-										 * a reset's new one */
+										 * a reset's copy */
 	char		password[SBX_PASSWORD_LEN + 1];
 	char		source[NAMEDATALEN];
 	int64		source_generation;	/* of the source read for conninfo */
@@ -168,13 +168,16 @@ typedef struct SbxCloneJob
 	TimestampTz data_as_of;		/* when the data was read from the source */
 
 	/*
-	 * A reset fills a new database beside the sandbox's (dbname) and swaps
-	 * the names once it is ready; a save copies a sandbox (as a snapshot is
-	 * copied: its database and role are snapshot_*) into a save of it.
-	 * from_save: the "snapshot" copied is a save.  origin: what a reset
-	 * copies, for its event and its caller.
+	 * A reset of sandbox reset_of fills a new database beside the
+	 * sandbox's (dbname) and swaps the names once it is ready: a copy as the
+	 * sandbox's role (name = reset_of), a dump as a temporary role of the
+	 * database's name, whose password no one else knows.  A save copies a
+	 * sandbox (as a snapshot is copied: its database and role are
+	 * snapshot_*) into a save of it.  from_save: the "snapshot" copied is a
+	 * save.  origin: what a reset copies, for its event and its caller.
 	 */
 	bool		reset;
+	char		reset_of[NAMEDATALEN];
 	int64		reset_ttl_secs; /* 0 keeps the sandbox's expiry */
 	int64		parent_id;		/* a save's sandbox */
 	bool		from_save;

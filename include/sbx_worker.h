@@ -137,6 +137,7 @@ extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
 extern bool sbx_drop_first_of(List *ids, List *reasons);
 extern List *sbx_expired_sandboxes(void);
+extern void sbx_end_orphan_clone_workers(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
 
@@ -147,6 +148,8 @@ extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
 extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,
 								  double seconds, TimestampTz *expires_at);
 extern void sbx_reset_cleanup(int64 sandbox_id, bool interrupted);
+extern void sbx_drop_reset_leftovers(const char *name, const char *role_oid,
+									 const char *db_oid);
 extern void sbx_reset_fail(const SbxCloneJob *job, const char *reason,
 						   const char *actor);
 

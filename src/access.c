@@ -17,16 +17,14 @@
  * direct member of pgsandbox_sandbox connects to the database of its own
  * name or not at all, and its login is noted for idle expiry.  A
  * ProcessUtility_hook keeps sandbox roles from granting themselves, or
- * anything, to other roles of that kind.
+ * anything, to other roles of that kind, and from changing their
+ * database's options.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
-#include "catalog/pg_database.h"
 #include "catalog/pg_auth_members.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -42,9 +40,6 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/catcache.h"
-#include "utils/fmgroids.h"
-#include "utils/relcache.h"
-#include "utils/rel.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -317,6 +312,17 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 		sbx_check_sandbox_grant(stmt);
 
 	/*
+	 * The owner of a database may make it a template, which DROP DATABASE
+	 * refuses and any role with CREATEDB may copy: a sandbox's database
+	 * keeps the options pgsandbox gave it.
+	 */
+	if (IsA(stmt, AlterDatabaseStmt) &&
+		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a sandbox role may not change its database's options")));
+
+	/*
 	 * A sandbox role restoring a source of another build: column options
 	 * this server refuses are left out (restore_compat.c).
 	 */
@@ -346,50 +352,8 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
- * The owner of database 'name', or InvalidOid.  pg_database is shared, so
- * it can be read before the connection's database is entered; its index
- * only once the shared relcache is complete, as InitPostgres itself does.
- */
-static Oid
-sbx_database_owner(const char *name)
-{
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-
-	ScanKeyInit(&key, Anum_pg_database_datname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum(name));
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, DatabaseNameIndexId, criticalSharedRelcachesBuilt,
-							  NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		owner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return owner;
-}
-
-/*
- * Is 'dbname' the database a reset of sandbox role 'user' (oid role) fills:
- * named <user>_reset and owned by the role?  pgsandbox alone makes such a
- * database, as the sandbox role may not create one.
- */
-static bool
-sbx_is_reset_database(const char *dbname, const char *user, Oid role)
-{
-	size_t		len = strlen(user);
-
-	return strncmp(dbname, user, len) == 0 &&
-		strcmp(dbname + len, SBX_RESET_SUFFIX) == 0 &&
-		sbx_database_owner(dbname) == role;
-}
-
-/*
  * After authentication: a member of pgsandbox_sandbox may connect only to
- * the database of its own name, or to the one a reset of it fills.  The role catalogs are shared, so they can
+ * the database of its own name.  The role catalogs are shared, so they can
  * be read before the connection's database is entered, as pg_hba.conf's
  * group matching does.
  */
@@ -409,8 +373,7 @@ sbx_client_auth(Port *port, int status)
 	if (!OidIsValid(role) || !OidIsValid(group) || !sbx_is_sandbox_role(role, group))
 		return;
 	if (port->database_name != NULL &&
-		(strcmp(port->database_name, port->user_name) == 0 ||
-		 sbx_is_reset_database(port->database_name, port->user_name, role)))
+		strcmp(port->database_name, port->user_name) == 0)
 	{
 		sbx_note_login(role);	/* for idle expiry (usage.c) */
 		return;

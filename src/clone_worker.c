@@ -37,8 +37,9 @@
  * OWNED for any privilege left) and sets the snapshot database's settings.
  *
  * A reset (reset.c) fills a database of another name, dbname, beside the
- * sandbox's, in the same ways; a save (save.c) is a copy of a sandbox, as
- * if it were a snapshot.
+ * sandbox's, in the same ways; a dump as a role of its own, whose objects
+ * are then given to the sandbox's role.  A save (save.c) is a copy of a
+ * sandbox, as if it were a snapshot.
  *
  * The worker records its phase for the progress view, reports its outcome
  * in its clone job and exits; the lifecycle worker does the rest.  On
@@ -573,6 +574,35 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
 	}
 }
 
+/*
+ * A reset's dump is filled as a role of its own (reset.c): give everything
+ * it made, the database too, to the sandbox's role, and what that role
+ * needs of the extensions.
+ */
+static void
+sbx_hand_over(void)
+{
+	char	   *sql;
+
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: giving a reset's database to its sandbox");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	sql = psprintf("REASSIGN OWNED BY %s TO %s", quote_identifier(sbx_job.name),
+				   quote_identifier(sbx_job.reset_of));
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not reassign the reset's objects");
+	sql = psprintf("DROP OWNED BY %s", quote_identifier(sbx_job.name));
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop the reset role's privileges");
+	sbx_grant_extension_use(sbx_job.reset_of);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
 static void
 sbx_fill_sandbox(void)
 {
@@ -631,6 +661,8 @@ sbx_fill_sandbox(void)
 	sbx_phase(SBX_PHASE_FINISHING, -1);
 	sbx_restore_config_data(info);
 	sbx_apply_settings(info->settings);
+	if (sbx_job.reset)
+		sbx_hand_over();
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 

@@ -434,7 +434,8 @@ sbx_secure_database(SbxCloneJob *job, int64 *size)
 	if (job->reset)
 		sbx_spi("SELECT d.oid, pg_catalog.pg_database_size(d.oid)"
 				"  FROM pg_catalog.pg_database d, pgsandbox.sandbox s"
-				" WHERE s.id = $2::bigint AND d.datname = $1 AND d.datdba = s.role_oid",
+				" WHERE s.id = $2::bigint AND d.datname = $1"
+				"   AND (d.datdba = s.role_oid OR d.datdba = s.reset_role)",
 				SPI_OK_SELECT, 2, args);
 	else
 		sbx_spi("UPDATE pgsandbox.sandbox s SET db_oid = d.oid"
@@ -703,10 +704,17 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 				return false;
 			sbx_janitor_wait(dboid);
 		}
+		/* ... and a template, which its owner could make it before 0.8 */
+		sbx_run_utility_xact(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
+									  quote_identifier(name)),
+							 "pgsandbox: dropping a sandbox database");
 		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
 									  quote_identifier(name)),
 							 "pgsandbox: dropping a sandbox database");
 	}
+	/* what a reset interrupted may have left, which its role owns */
+	if (have_role)
+		sbx_drop_reset_leftovers(name, role_oid, db_oid);
 
 	if (have_role)
 	{
@@ -1136,6 +1144,37 @@ sbx_expired_sandboxes(void)
 	names = sbx_keep_column(1);
 	sbx_xact_commit();
 	return names;
+}
+
+/*
+ * Clone workers of a previous run may still be running (this worker
+ * exited, and the postmaster did not restart): end them, and wait for them,
+ * before what they were doing is reconciled, so that none of them makes a
+ * database afterwards (a copy's first half is connected to the admin
+ * database, not to the one it makes).
+ */
+void
+sbx_end_orphan_clone_workers(void)
+{
+	for (int i = 0; i < 300; i++)
+	{
+		int64		left;
+		bool		isnull;
+
+		sbx_xact_begin("pgsandbox: ending the clone workers of a previous run");
+		sbx_spi("SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(pid))"
+				"  FROM pg_catalog.pg_stat_activity WHERE backend_type = 'pgsandbox clone'",
+				SPI_OK_SELECT, 0, NULL);
+		left = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+		sbx_xact_commit();
+		if (left == 0)
+			return;
+		pg_usleep(100000L);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ereport(WARNING,
+			(errmsg("clone workers of a previous run of the pgsandbox worker are still running")));
 }
 
 /*

@@ -32,6 +32,7 @@
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
+#include "libpq/crypt.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "sbx_masking.h"
@@ -164,10 +165,49 @@ sbx_database_locale(Oid dboid, SbxLocale *locale)
 }
 
 /*
+ * In a worker transaction: the sandbox's owner, for its quotas and budget.
+ */
+static void
+sbx_owner_actor(Oid owner, bool is_admin, SbxActor *actor)
+{
+	actor->role = owner;
+	actor->is_admin = is_admin;
+	actor->name = GetUserNameFromId(owner, false);
+}
+
+/*
+ * A dump is filled as a temporary role, <name>_reset, with a password no one
+ * else knows: the sandbox's role, whose password its owner knows, must not
+ * log into a database in which the clone worker runs superuser steps.  It
+ * is recorded (reset_role) before anything is made with it.
+ */
+static void
+sbx_create_reset_role(SbxCloneJob *job)
+{
+	char		idbuf[32];
+	const char *args[2] = {job->name, idbuf};
+	char	   *verifier;
+
+	sbx_random_string(job->password, SBX_PASSWORD_LEN, SBX_PASSWORD_ALPHABET);
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
+	sbx_xact_begin("pgsandbox: creating a reset's role");
+	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
+	sbx_run_utility(psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
+							 quote_identifier(job->name)),
+					verifier);
+	explicit_bzero(verifier, strlen(verifier));
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_role ="
+			" (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)"
+			" WHERE id = $2::bigint", SPI_OK_UPDATE, 2, args);
+	sbx_xact_commit();
+}
+
+/*
  * Start a reset for 'by' as clone job j: check the sandbox, find what to
- * copy, mark the row and, for a dump, create the new database.  Fills *job
- * for the clone worker.  An error raised once the row is marked leaves
- * job->reset set, for sbx_reset_fail.
+ * copy, mark the row and, for a dump, make the reset's role and the new
+ * database.  Fills *job for the clone worker.  An error raised once the row
+ * is marked leaves job->reset set, for sbx_reset_fail.
  */
 void
 sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *job)
@@ -183,16 +223,22 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	bool		schema_only;
 	bool		busy;
 	bool		expired;
-	bool		was_masked;
+	bool		can_login;
 	int64		origin_id;
+	int64		old_size;
+	int64		expected;
 	Oid			dboid;
+	Oid			owner_oid;
+	SbxActor	owner_actor;
 	SbxSnapshotRef ref;
 	bool		have_ref = false;
 	bool		ref_is_save = false;
 	const char *gone = "";
 	SbxLocale	locale;
+	SbxCloneSpec spec;
 
 	memset(job, 0, sizeof(*job));
+	memset(&spec, 0, sizeof(spec));
 	job->kind = SBX_KIND_SANDBOX;
 	job->locale_fallback = sbx_locale_fallback;
 	snprintf(owner, sizeof(owner), "%u", by->role);
@@ -203,12 +249,14 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("reset() needs version 0.8 of extension \"pgsandbox\""),
 				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
-	sbx_spi(psprintf("SELECT id, status, source, schema_only, db_oid,"
-					 "       COALESCE(snapshot_id, 0), reset_started_at IS NOT NULL,"
-					 "       expires_at <= pg_catalog.now(), masked"
-					 "  FROM pgsandbox.sandbox"
-					 " WHERE name = $1 AND kind = 'sandbox'%s",
-					 by->is_admin ? "" : " AND owner_oid = $2::oid"),
+	sbx_spi(psprintf("SELECT s.id, s.status, s.source, s.schema_only, s.db_oid,"
+					 "       COALESCE(s.snapshot_id, 0), s.reset_started_at IS NOT NULL,"
+					 "       s.expires_at <= pg_catalog.now(), COALESCE(r.rolcanlogin, false),"
+					 "       COALESCE(s.size_bytes, 0), s.owner_oid"
+					 "  FROM pgsandbox.sandbox s"
+					 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+					 " WHERE s.name = $1 AND s.kind = 'sandbox'%s",
+					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
 			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -224,7 +272,9 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	origin_id = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
 	busy = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	expired = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-	was_masked = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+	can_login = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+	old_size = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
+	owner_oid = DatumGetObjectId(SPI_getbinval(tup, desc, 11, &isnull));
 	if (strcmp(status, "cloning") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -240,6 +290,11 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
 				 errhint("Try again once that has finished.")));
+	/* a drop that waits for a janitor took its login first */
+	if (!can_login)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being dropped", req->name)));
 	if (expired && req->ttl_secs == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -272,15 +327,26 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 		have_ref = sbx_current_snapshot(source, schema_only, &ref);
 
 	sbx_xact_begin("pgsandbox: starting a reset");
-	/* the source's rows again: only with the right to clone it now */
-	if (!ref_is_save)
-		sbx_check_clone_allowed(by, source, schema_only, job);
-	if (have_ref)
-		job->masked = was_masked;
-	else if (!schema_only)
+	/* any copy of the source's rows, even of a save, needs the right now */
+	sbx_check_clone_allowed(by, source, schema_only, job);
+	if (!have_ref && !schema_only)
 		job->masked = sbx_read_rules(source, job);
 	if (!have_ref)
 		sbx_database_locale(dboid, &locale);
+
+	/*
+	 * The budget: for a moment both databases exist, but what lasts is the
+	 * difference, which is what is checked.
+	 */
+	spec.kind = SBX_KIND_SANDBOX;
+	spec.source = source;
+	spec.schema_only = schema_only;
+	spec.snapshot = have_ref ? &ref : NULL;
+	spec.source_bytes = -1;
+	expected = sbx_expected_size(&spec);
+	sbx_owner_actor(owner_oid, by->is_admin, &owner_actor);
+	sbx_check_budget(&owner_actor, SBX_KIND_SANDBOX, Max(expected - old_size, 0), true);
+
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	args[0] = idbuf;
 	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = pg_catalog.now()"
@@ -288,25 +354,21 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 			SPI_OK_UPDATE, 1, args);
 	if (SPI_processed != 1)
 		elog(ERROR, "sandbox \"%s\" changed while its reset started", req->name);
-	args[1] = NULL;
-	sbx_spi("SELECT password FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
-			SPI_OK_SELECT, 1, args);
-	if (SPI_processed != 1)
-		elog(ERROR, "sandbox \"%s\" has no recorded password", req->name);
-	strlcpy(job->password, sbx_spi_text(0, 1), sizeof(job->password));
 	sbx_xact_commit();
 
 	/* from here on, a failure goes through sbx_reset_fail */
 	job->reset = true;
 	job->reset_ttl_secs = req->ttl_secs;
-	strlcpy(job->name, req->name, sizeof(job->name));
+	strlcpy(job->reset_of, req->name, sizeof(job->reset_of));
 	snprintf(job->dbname, sizeof(job->dbname), "%s" SBX_RESET_SUFFIX, req->name);
 	strlcpy(job->source, source, sizeof(job->source));
 	job->schema_only = schema_only;
-	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, have_ref ? ref.size_bytes : -1);
+	sbx_progress_set(j, SBX_PHASE_CREATING, req->name, have_ref ? ref.size_bytes : -1);
 
 	if (have_ref)
 	{
+		/* the copy's objects go to the sandbox's role at once */
+		strlcpy(job->name, req->name, sizeof(job->name));
 		job->copy_stage = true;
 		job->from_save = ref_is_save;
 		job->snapshot_id = ref.id;
@@ -325,13 +387,12 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	}
 	else
 	{
-		SbxCloneSpec spec;
 		int64		size;
 
 		snprintf(job->origin, sizeof(job->origin), "a new dump of source \"%s\"%s",
 				 source, gone);
-		memset(&spec, 0, sizeof(spec));
-		spec.source = source;
+		strlcpy(job->name, job->dbname, sizeof(job->name));
+		sbx_create_reset_role(job);
 		spec.locale = &locale;
 		/* created closed, with the old database's encoding and locale */
 		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
@@ -366,7 +427,7 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	Oid			old_dboid;
 	Oid			new_dboid;
 	int			ended;
-	char	   *old_name = psprintf("%s" SBX_OLD_SUFFIX, job->name);
+	char	   *old_name = psprintf("%s" SBX_OLD_SUFFIX, job->reset_of);
 	TimestampTz result;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
@@ -378,7 +439,7 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 			" WHERE s.id = $1::bigint AND s.status = 'ready'"
 			"   AND s.reset_started_at IS NOT NULL", SPI_OK_SELECT, 2, args);
 	if (SPI_processed != 1)
-		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->name);
+		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->reset_of);
 	old_dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 1, &isnull));
 	new_dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
@@ -386,7 +447,7 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	sbx_xact_commit();
 
 	/* the role may have logged into the new one too: end those as well */
-	ended = sbx_end_sessions(job->name, old_dboid, true);
+	ended = sbx_end_sessions(job->reset_of, old_dboid, true);
 	(void) sbx_end_sessions(job->dbname, new_dboid, true);
 
 	snprintf(newoid, sizeof(newoid), "%u", new_dboid);
@@ -406,13 +467,13 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 
 	sbx_xact_begin("pgsandbox: swapping in a reset's database");
 	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
-							 quote_identifier(job->name), quote_identifier(old_name)), NULL);
+							 quote_identifier(job->reset_of), quote_identifier(old_name)), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
-							 quote_identifier(job->dbname), quote_identifier(job->name)), NULL);
+							 quote_identifier(job->dbname), quote_identifier(job->reset_of)), NULL);
 	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
-							 quote_identifier(job->name)), NULL);
+							 quote_identifier(job->reset_of)), NULL);
 	/* settings the role gave itself go too; it had none at the start */
-	sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->name)), NULL);
+	sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->reset_of)), NULL);
 
 	/*
 	 * A copy keeps the rules_version and masking of what it copies; a dump
@@ -436,10 +497,10 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 			" WHERE s.id = $1::bigint"
 			" RETURNING s.expires_at", SPI_OK_UPDATE_RETURNING, 9, args);
 	if (SPI_processed != 1)
-		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->name);
+		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->reset_of);
 	*expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_log_event(job->name, "reset", actor,
+	sbx_log_event(job->reset_of, "reset", actor,
 				  psprintf("to %s, in %.1f s; %d session%s ended%s%s",
 						   job->origin, seconds, ended, ended == 1 ? "" : "s",
 						   job->notes[0] ? "; " : "", job->notes));
@@ -448,11 +509,15 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	return result;
 }
 
-/* Drop database 'name' if the sandbox's role owns it and it is not 'keep'. */
+/*
+ * Drop database 'name' if the sandbox's role or the reset's role owns it
+ * and it is not 'keep'.
+ */
 static void
-sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
+sbx_drop_side_database(const char *name, const char *role_oid, const char *reset_role,
+					   const char *keep)
 {
-	const char *args[3] = {name, role_oid, keep};
+	const char *args[4] = {name, role_oid, keep, reset_role};
 	Oid			dboid = InvalidOid;
 	bool		prepared = false;
 	bool		isnull;
@@ -461,8 +526,8 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
 	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
 			"                      WHERE p.database = d.datname)"
 			"  FROM pg_catalog.pg_database d"
-			" WHERE d.datname = $1 AND d.datdba = $2::oid"
-			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 3, args);
+			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.datdba = $4::oid)"
+			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 4, args);
 	if (SPI_processed == 1)
 	{
 		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
@@ -473,6 +538,9 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
 		if (prepared)
 			sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
 									 quote_identifier(name)), NULL);
+		/* DROP DATABASE refuses a template, which its owner may have made it */
+		sbx_run_utility(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
+								 quote_identifier(name)), NULL);
 	}
 	sbx_xact_commit();
 	if (!OidIsValid(dboid))
@@ -485,6 +553,17 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *keep)
 	}
 	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
 						 "pgsandbox: dropping a reset's database");
+}
+
+/*
+ * Drop <name>_reset and <name>_old if the sandbox's role owns them: before
+ * the role itself is dropped.
+ */
+void
+sbx_drop_reset_leftovers(const char *name, const char *role_oid, const char *db_oid)
+{
+	sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid, NULL, db_oid);
+	sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid, NULL, db_oid);
 }
 
 /*
@@ -501,6 +580,7 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 	char	   *name;
 	char	   *role_oid;
 	char	   *db_oid;
+	char	   *reset_role;
 	bool		live;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
@@ -510,7 +590,7 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 		sbx_xact_commit();
 		return;
 	}
-	sbx_spi("SELECT name, role_oid, db_oid, status = 'ready' FROM pgsandbox.sandbox"
+	sbx_spi("SELECT name, role_oid, db_oid, status = 'ready', reset_role FROM pgsandbox.sandbox"
 			" WHERE id = $1::bigint AND reset_started_at IS NOT NULL",
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
@@ -522,12 +602,27 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 	role_oid = sbx_keep(sbx_spi_text(0, 2));
 	db_oid = sbx_keep(sbx_spi_text(0, 3));
 	live = (strcmp(sbx_spi_text(0, 4), "t") == 0);
+	reset_role = sbx_keep(sbx_spi_text(0, 5));
 	sbx_xact_commit();
 
 	if (role_oid != NULL)
 	{
-		sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid, db_oid);
-		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid, db_oid);
+		sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid,
+							   reset_role, db_oid);
+		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid,
+							   NULL, db_oid);
+	}
+	/* the role a dump was filled as, once its database is gone */
+	if (reset_role != NULL)
+	{
+		const char *roleargs[2] = {psprintf("%s" SBX_RESET_SUFFIX, name), reset_role};
+
+		sbx_xact_begin("pgsandbox: dropping a reset's role");
+		sbx_spi("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
+				SPI_OK_SELECT, 2, roleargs);
+		if (SPI_processed == 1)
+			sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(roleargs[0])), NULL);
+		sbx_xact_commit();
 	}
 
 	/* a save lent the database to the bootstrap superuser, closed */
@@ -553,8 +648,8 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 										 quote_identifier(name)), NULL);
 		}
 	}
-	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL WHERE id = $1::bigint",
-			SPI_OK_UPDATE, 1, args);
+	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL, reset_role = NULL"
+			" WHERE id = $1::bigint", SPI_OK_UPDATE, 1, args);
 	if (interrupted)
 		sbx_log_event(name, "cleanup", SBX_WORKER_ACTOR,
 					  "A reset or save was interrupted by a restart; the sandbox keeps the data it had when the restart came.");
@@ -570,6 +665,6 @@ sbx_reset_fail(const SbxCloneJob *job, const char *reason, const char *actor)
 {
 	sbx_reset_cleanup(job->sandbox_id, false);
 	sbx_xact_begin("pgsandbox: recording a failed reset");
-	sbx_log_event(job->name, "reset_failed", actor, reason);
+	sbx_log_event(job->reset_of, "reset_failed", actor, reason);
 	sbx_xact_commit();
 }

@@ -55,11 +55,42 @@ sbx_fill_ref(SbxSnapshotRef *ref)
 }
 
 #define SBX_SAVE_COLUMNS \
-	"SELECT s.id, s.name, s.db_oid, s.data_as_of, COALESCE(s.size_bytes, 0)"
+	"SELECT s.id, s.name, s.db_oid, s.data_as_of, COALESCE(s.size_bytes, 0), s.source"
 #define SBX_SAVE_USABLE \
 	"  FROM pgsandbox.sandbox s" \
 	"  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name" \
 	" WHERE s.kind = 'save' AND s.status = 'ready' AND s.retired_at IS NULL"
+
+/*
+ * In a worker transaction, after a query of SBX_SAVE_COLUMNS and the
+ * condition below as its next column: a save whose rows were read under
+ * rules its source no longer has (or of a source removed since) is not
+ * copied, as a snapshot would not be.
+ */
+static const char *
+sbx_save_current_sql(void)
+{
+	/* saves came with 0.8, so the catalog has rules and generations */
+	return psprintf(", EXISTS (SELECT 1 FROM pgsandbox.source o"
+					"           WHERE o.name = s.source AND %s"
+					"             AND (s.schema_only OR s.rules_version = o.rules_version))",
+					sbx_same_source());
+}
+
+static void
+sbx_check_save_current(const char *name, int col)
+{
+	bool		isnull;
+
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col,
+									&isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("save \"%s\" can no longer be copied", name),
+				 errdetail("Source \"%s\" was removed, or its masking rules changed, since its rows were read.",
+						   sbx_spi_text(0, 6)),
+				 errhint("Drop the save with drop_save().")));
+}
 
 /*
  * In a worker transaction: the usable save of sandbox parent_id whose
@@ -72,11 +103,13 @@ sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref)
 	const char *args[2] = {idbuf, target};
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, parent_id);
-	sbx_spi(SBX_SAVE_COLUMNS SBX_SAVE_USABLE
-			" AND s.parent_id = $1::bigint AND (s.label = $2 OR s.name = $2)"
-			" ORDER BY s.label = $2 DESC LIMIT 1", SPI_OK_SELECT, 2, args);
+	sbx_spi(psprintf(SBX_SAVE_COLUMNS "%s" SBX_SAVE_USABLE
+					 " AND s.parent_id = $1::bigint AND (s.label = $2 OR s.name = $2)"
+					 " ORDER BY s.label = $2 DESC LIMIT 1", sbx_save_current_sql()),
+			SPI_OK_SELECT, 2, args);
 	if (SPI_processed != 1)
 		return false;
+	sbx_check_save_current(target, 7);
 	sbx_fill_ref(ref);
 	return true;
 }
@@ -100,17 +133,19 @@ sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("clones of saves need version 0.8 of extension \"pgsandbox\""),
 				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
-	sbx_spi(psprintf(SBX_SAVE_COLUMNS ", s.source, s.schema_only" SBX_SAVE_USABLE
-					 " AND s.name = $1%s", by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
+	sbx_spi(psprintf(SBX_SAVE_COLUMNS "%s, s.schema_only" SBX_SAVE_USABLE
+					 " AND s.name = $1%s", sbx_save_current_sql(),
+					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
 			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("save \"%s\" does not exist", name)));
+	sbx_check_save_current(name, 7);
 	sbx_fill_ref(ref);
 	strlcpy(source, sbx_spi_text(0, 6), NAMEDATALEN);
 	*schema_only = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 7, &isnull));
+											  SPI_tuptable->tupdesc, 8, &isnull));
 	sbx_xact_commit();
 }
 
@@ -140,6 +175,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	int64		saves;
 	bool		busy;
 	bool		read_only;
+	bool		can_login;
 	SbxActor	owner_actor;
 	int			ended;
 
@@ -153,12 +189,14 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("save() needs version 0.8 of extension \"pgsandbox\""),
 				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
-	sbx_spi(psprintf("SELECT id, status, source, schema_only, db_oid, owner_oid,"
-					 "       COALESCE(size_bytes, 0), reset_started_at IS NOT NULL,"
-					 "       read_only_at IS NOT NULL, masked, name"
-					 "  FROM pgsandbox.sandbox"
-					 " WHERE name = $1 AND kind = 'sandbox'%s",
-					 by->is_admin ? "" : " AND owner_oid = $2::oid"),
+	sbx_spi(psprintf("SELECT s.id, s.status, s.source, s.schema_only, s.db_oid, s.owner_oid,"
+					 "       COALESCE(s.size_bytes, 0), s.reset_started_at IS NOT NULL,"
+					 "       s.read_only_at IS NOT NULL, s.masked, s.name,"
+					 "       COALESCE(r.rolcanlogin, false)"
+					 "  FROM pgsandbox.sandbox s"
+					 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+					 " WHERE s.name = $1 AND s.kind = 'sandbox'%s",
+					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
 			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -177,6 +215,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	read_only = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
 	job->masked = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 	parent_name = sbx_keep(sbx_spi_text(0, 11));
+	can_login = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
 	if (strcmp(status, "cloning") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -192,6 +231,11 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
 				 errhint("Try again once that has finished.")));
+	/* a drop that waits for a janitor took its login first */
+	if (!can_login)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being dropped", req->name)));
 	if (read_only)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -227,7 +227,7 @@ sbx_undo_job_quietly(const SbxCloneJob *job, const char *reason, const char *act
 		ereport(WARNING,
 				(errmsg("could not clean up after a %s of sandbox \"%s\", will try again later",
 						job->reset ? "reset" : "save",
-						job->reset ? job->name : job->snapshot_name),
+						job->reset ? job->reset_of : job->snapshot_name),
 				 errdetail_internal("%s", edata->message)));
 		if (job->kind == SBX_KIND_SAVE && job->sandbox_id > 0)
 			sbx_reconcile_later(job->sandbox_id);
@@ -406,7 +406,7 @@ sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
 	strlcpy(outcome.detail, job->origin, sizeof(outcome.detail));
 	(void) sbx_queue_answer(job->request, job->request_serial, &outcome);
 	ereport(LOG,
-			(errmsg("sandbox \"%s\" was reset to %s (%.1f s)", job->name, job->origin, secs)));
+			(errmsg("sandbox \"%s\" was reset to %s (%.1f s)", job->reset_of, job->origin, secs)));
 
 	/* the old database goes now, or at the next reconciliation */
 	PG_TRY();
@@ -419,7 +419,7 @@ sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
 
 		ereport(WARNING,
 				(errmsg("could not drop the database sandbox \"%s\" had before its reset, will try again later",
-						job->name),
+						job->reset_of),
 				 errdetail_internal("%s", edata->message)));
 		sbx_reconcile_later(job->sandbox_id);
 	}
@@ -591,7 +591,7 @@ sbx_clone_finish(int j)
 		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
 		if (job.reset)
 			ereport(LOG,
-					(errmsg("reset of sandbox \"%s\" failed; it keeps its data", job.name),
+					(errmsg("reset of sandbox \"%s\" failed; it keeps its data", job.reset_of),
 					 errdetail_internal("%s", message)));
 		else
 			ereport(LOG,
@@ -1425,9 +1425,9 @@ sbx_extension_installed(bool *current)
 
 /*
  * What a previous run left: requests it had taken are answered with an
- * error, clone jobs are forgotten (their workers are ended when their
- * databases are dropped), archives on disk are removed, and the sandboxes
- * to reconcile are handed to the reconciliation timer.
+ * error, clone workers still running are ended and their jobs forgotten,
+ * archives on disk are removed, and the sandboxes to reconcile are handed
+ * to the reconciliation timer.
  */
 static void
 sbx_forget_previous_run(void)
@@ -1453,6 +1453,7 @@ sbx_forget_previous_run(void)
 
 	PG_TRY();
 	{
+		sbx_end_orphan_clone_workers();
 		ids = sbx_reconcile_todo();
 	}
 	PG_CATCH();

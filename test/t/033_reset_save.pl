@@ -109,6 +109,13 @@ sub lock_app
 	return $h;
 }
 
+sub replace_dbname
+{
+	my ($conninfo, $dbname) = @_;
+	(my $c = $conninfo) =~ s/dbname=\S+/dbname=$dbname/;
+	return $c;
+}
+
 sub unlock_app
 {
 	my ($h) = @_;
@@ -170,6 +177,11 @@ is($node->safe_psql('postgres',
 	't', 'the database under the name is the new one, open, owned by the role, recorded');
 is(untracked_sandboxes($node), '0', 'no database or role is left untracked');
 
+# a sandbox may not make its database a template, which no drop could drop
+($ret, $out, $err) = sandbox_psql($node, $a1_conn, "\\set VERBOSITY verbose\nALTER DATABASE $a1 IS_TEMPLATE true");
+like($err, qr/42501.*may not change its database's options/s,
+	'the sandbox role may not make its database a template');
+
 # ---------------------------------------------------------------------------
 # a snapshot-made sandbox: start and latest
 # ---------------------------------------------------------------------------
@@ -229,6 +241,16 @@ my $lock = lock_app();
 my $bg = start_psql($node, "dbname=postgres user=bob password=$pw{bob}",
 	"SELECT pgsandbox.reset('$b1', 'latest')");
 ok(marked($b1), 'the reset has begun, held by the lock');
+# the dump is filled as a role of its own: the sandbox's credentials, which
+# its owner knows, do not open the database being filled
+is($node->safe_psql('postgres',
+		"SELECT d.datdba = s.reset_role AND r.rolname = '${b1}_reset'"
+		  . " FROM pgsandbox.sandbox s JOIN pg_database d ON d.datname = '${b1}_reset'"
+		  . " JOIN pg_roles r ON r.oid = s.reset_role WHERE s.name = '$b1'"),
+	't', 'the new database belongs to a reset role of its own, recorded');
+(my $lret, undef, my $lerr) = sandbox_psql($node, replace_dbname($b1_conn, "${b1}_reset"), 'SELECT 1');
+isnt($lret, 0, 'the sandbox role cannot log into the database being filled');
+like($lerr, qr/may connect only to its own database/, '... the login check says so');
 ($ret, $out, $err) = as_user('bob', "SELECT pgsandbox.drop('$b1')");
 isnt($ret, 0, 'a drop during the reset is refused');
 like($err, qr/55006.*is being reset or saved/s, '... with 55006');
@@ -245,8 +267,9 @@ is($node->safe_psql('postgres',
 		"SELECT string_agg(action, ',' ORDER BY id) FROM pgsandbox.event"
 		  . " WHERE sandbox = '$b1' AND action IN ('reset', 'expire', 'drop')"),
 	'reset,expire', 'first the reset, then the expiry');
-is(sandbox_leftovers($node, $b1) . ' ' . sandbox_leftovers($node, "${b1}_old"),
-	'0|0 0|0', 'and nothing of it is left');
+is(sandbox_leftovers($node, $b1) . ' ' . sandbox_leftovers($node, "${b1}_old")
+	  . ' ' . sandbox_leftovers($node, "${b1}_reset"),
+	'0|0 0|0 0|0', 'and nothing of it is left, the reset role neither');
 
 # ---------------------------------------------------------------------------
 # a kill -9 of the clone worker, and an immediate shutdown, in a reset
@@ -350,6 +373,12 @@ is(in_sandbox($mc_conn,
 	'0 of 50', 'a clone of the save holds no real value either');
 is($node->safe_psql('postgres', "SELECT masked FROM pgsandbox.sandboxes WHERE name = '$mc'"),
 	't', '... and is marked masked');
+$node->safe_psql('postgres', q{SELECT pgsandbox.exclude_data('hr', 'public.nothing_here')});
+($ret, $out, $err) = as_user('alice', "SELECT * FROM pgsandbox.clone(from_save => '$msave')");
+like($err, qr/55000.*save "$msave" can no longer be copied/s,
+	'once the source\'s rules change, the save is not copied any more');
+($ret, $out, $err) = as_user('alice', "SELECT pgsandbox.reset('$m', 'masked')");
+like($err, qr/55000.*can no longer be copied/s, '... nor reset to');
 $node->safe_psql('postgres', "SELECT pgsandbox.drop('$mc'); SELECT pgsandbox.drop('$m')");
 
 # quotas count saves: carol may own 6 sandboxes and saves
