@@ -17,8 +17,9 @@ ALTER TABLE pgsandbox.sandbox ADD CONSTRAINT sandbox_kind_check
 ALTER TABLE pgsandbox.sandbox DROP CONSTRAINT sandbox_method_check;
 ALTER TABLE pgsandbox.sandbox ADD CONSTRAINT sandbox_method_check
 	CHECK (method IN ('dump', 'snapshot', 'pool', 'save'));
-CREATE INDEX sandbox_saves ON pgsandbox.sandbox (parent_id)
-	WHERE kind = 'save' AND status IN ('cloning', 'ready');
+-- a label names one save of a sandbox
+CREATE UNIQUE INDEX sandbox_saves ON pgsandbox.sandbox (parent_id, label)
+	WHERE kind = 'save' AND status IN ('cloning', 'ready') AND retired_at IS NULL;
 
 ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
 ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check

@@ -129,8 +129,9 @@ CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
 CREATE INDEX sandbox_live ON pgsandbox.sandbox (kind)
 	WHERE status IN ('cloning', 'ready');
-CREATE INDEX sandbox_saves ON pgsandbox.sandbox (parent_id)
-	WHERE kind = 'save' AND status IN ('cloning', 'ready');
+-- a label names one save of a sandbox
+CREATE UNIQUE INDEX sandbox_saves ON pgsandbox.sandbox (parent_id, label)
+	WHERE kind = 'save' AND status IN ('cloning', 'ready') AND retired_at IS NULL;
 CREATE INDEX sandbox_snapshots ON pgsandbox.sandbox (source, schema_only, id)
 	WHERE kind <> 'sandbox' AND status IN ('cloning', 'ready');
 

@@ -11,6 +11,8 @@
 #   copy        clone(source, schema_only => false): a copy of the snapshot
 #   reset       reset(sandbox, 'start'): back to a copy of the same snapshot
 #   reset_save  reset(sandbox, '<the save's label>')
+#   save        save(sandbox, ...): the time its sessions are interrupted
+#               (the save is dropped after, untimed)
 #   template    CREATE DATABASE ... TEMPLATE <source>
 #   manual      createdb, then pg_dump -Fc <source> | pg_restore
 # each after a CHECKPOINT, with the sandbox changed a little before each
@@ -135,7 +137,7 @@ median() {
 }
 
 declare -A t
-methods=(copy reset reset_save template manual)
+methods=(copy reset reset_save save template manual)
 
 # time one method once, for source $1 (database $2), sandbox $3, round $4
 run_one() {
@@ -150,6 +152,7 @@ run_one() {
 		copy) name=$(q -c "SELECT name FROM pgsandbox.clone('$s', schema_only => false)") ;;
 		reset) q -c "SET client_min_messages = warning" -c "SELECT pgsandbox.reset('$sbx', 'start')" >/dev/null ;;
 		reset_save) q -c "SET client_min_messages = warning" -c "SELECT pgsandbox.reset('$sbx', 'base')" >/dev/null ;;
+		save) name=$(q -c "SELECT pgsandbox.save('$sbx', 'round $r')") ;;
 		template) q -c "CREATE DATABASE bench_template TEMPLATE $db" ;;
 		manual)
 			as_pg createdb bench_manual
@@ -160,6 +163,14 @@ run_one() {
 	t[$s/$m/$r]=$(secs $((t1 - t0)))
 	case $m in
 		copy) q -c "SELECT pgsandbox.drop('$name')" >/dev/null ;;
+		save)
+			q -c "SELECT pgsandbox.drop_save('$name')" >/dev/null
+			# the upkeep drops it within a second; wait, so that no drop overlaps a timed step
+			for _ in $(seq 1 600); do
+				[ "$(q -c "SELECT count(*) FROM pg_database WHERE datname = '$name'")" = 0 ] && break
+				sleep 0.1
+			done
+			;;
 		template) q -c 'DROP DATABASE bench_template' ;;
 		manual) q -c 'DROP DATABASE bench_manual' ;;
 	esac
@@ -177,8 +188,8 @@ for s in pgbench many; do
 	size=$(q -c "SELECT pg_size_pretty(size_bytes) FROM pgsandbox.sandboxes WHERE name = '$sbx'")
 	for r in $(seq 1 "$RUNS"); do
 		# rotate the order, so that no method always follows the same one
-		for i in 0 1 2 3 4; do
-			run_one "$s" "$db" "$sbx" "${methods[$(((i + r) % 5))]}" "$r"
+		for i in 0 1 2 3 4 5; do
+			run_one "$s" "$db" "$sbx" "${methods[$(((i + r) % 6))]}" "$r"
 		done
 		printf '%s round %d:' "$s" "$r" >&2
 		for m in "${methods[@]}"; do printf ' %s %s' "$m" "${t[$s/$m/$r]}" >&2; done
@@ -197,7 +208,7 @@ for s in pgbench many; do
 		for r in $(seq 1 "$RUNS"); do vals+=("${t[$s/$m/$r]}"); done
 		say "$(printf '  %-12s %8s   (%s)' "$m" "$(median "${vals[@]}")" "${vals[*]}")"
 	done
-	for pair in reset/copy reset_save/reset reset/template reset/manual copy/manual; do
+	for pair in reset/copy reset_save/reset save/copy reset/template reset/manual copy/manual; do
 		a=${pair%/*}
 		b=${pair#*/}
 		vals=()

@@ -665,6 +665,7 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 	Oid			dboid = InvalidOid;
 	bool		have_role;
 	bool		have_prepared = false;
+	bool		is_template = false;
 	bool		isnull;
 
 	if (role_oid == NULL)
@@ -680,8 +681,10 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 	have_role = (SPI_processed > 0);
 	if (have_role)
 		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)), NULL);
+	/* an invalid database (a drop interrupted) can only be dropped */
 	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
-			"                      WHERE p.database = d.datname)"
+			"                      WHERE p.database = d.datname),"
+			"       d.datistemplate AND d.datconnlimit <> -2"
 			" FROM pg_catalog.pg_database d"
 			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.oid = $3::oid)",
 			SPI_OK_SELECT, 3, args);
@@ -691,6 +694,8 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 											   SPI_tuptable->tupdesc, 1, &isnull));
 		have_prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 2, &isnull));
+		is_template = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 3, &isnull));
 	}
 	sbx_xact_commit();
 
@@ -705,9 +710,10 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 			sbx_janitor_wait(dboid);
 		}
 		/* ... and a template, which its owner could make it before 0.8 */
-		sbx_run_utility_xact(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
-									  quote_identifier(name)),
-							 "pgsandbox: dropping a sandbox database");
+		if (is_template)
+			sbx_run_utility_xact(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
+										  quote_identifier(name)),
+								 "pgsandbox: dropping a sandbox database");
 		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
 									  quote_identifier(name)),
 							 "pgsandbox: dropping a sandbox database");

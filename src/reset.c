@@ -95,8 +95,9 @@ sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared)
 
 /*
  * In a worker transaction: the snapshot or save a sandbox was copied from
- * (origin_id), if it still serves: a save not retired, or a snapshot of the
- * source as it is, read under its rules as they are.
+ * (origin_id), if it still serves: not retired, of the source as it is,
+ * read under its rules as they are (the catalog has them: saves came with
+ * 0.8).
  */
 static bool
 sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
@@ -112,13 +113,12 @@ sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
 					 "       s.kind = 'save'"
 					 "  FROM pgsandbox.sandbox s"
 					 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
-					 " WHERE s.id = $1::bigint AND s.status = 'ready'"
-					 "   AND ((s.kind = 'save' AND s.retired_at IS NULL)"
-					 "        OR (s.kind = 'snapshot'"
-					 "            AND EXISTS (SELECT 1 FROM pgsandbox.source o"
-					 "                         WHERE o.name = s.source AND %s%s)))",
-					 sbx_same_source(),
-					 sbx_if_rules(" AND (s.schema_only OR s.rules_version = o.rules_version)", "")),
+					 " WHERE s.id = $1::bigint AND s.status = 'ready' AND s.retired_at IS NULL"
+					 "   AND s.kind IN ('snapshot', 'save')"
+					 "   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
+					 "                WHERE o.name = s.source AND %s"
+					 "                  AND (s.schema_only OR s.rules_version = o.rules_version))",
+					 sbx_same_source()),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		return false;
@@ -522,9 +522,14 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *reset
 	bool		prepared = false;
 	bool		isnull;
 
+	/*
+	 * An invalid database (its drop interrupted) may not be altered, only
+	 * dropped; it has no prepared transactions and is no template.
+	 */
 	sbx_xact_begin("pgsandbox: looking for a reset's database");
-	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
-			"                      WHERE p.database = d.datname)"
+	sbx_spi("SELECT d.oid, d.datconnlimit <> -2 AND EXISTS"
+			"        (SELECT 1 FROM pg_catalog.pg_prepared_xacts p WHERE p.database = d.datname),"
+			"       d.datistemplate AND d.datconnlimit <> -2"
 			"  FROM pg_catalog.pg_database d"
 			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.datdba = $4::oid)"
 			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 4, args);
@@ -538,9 +543,11 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *reset
 		if (prepared)
 			sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
 									 quote_identifier(name)), NULL);
-		/* DROP DATABASE refuses a template, which its owner may have made it */
-		sbx_run_utility(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
-								 quote_identifier(name)), NULL);
+		/* DROP DATABASE refuses a template */
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
+									   &isnull)))
+			sbx_run_utility(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
+									 quote_identifier(name)), NULL);
 	}
 	sbx_xact_commit();
 	if (!OidIsValid(dboid))
@@ -568,9 +575,11 @@ sbx_drop_reset_leftovers(const char *name, const char *role_oid, const char *db_
 
 /*
  * Finish or undo what a reset or a save of sandbox_id left, when none runs
- * for it: drop <name>_reset and <name>_old if its role owns them, open its
- * database again, and clear the mark.  With 'interrupted' (a restart came
- * between), say so in the event log.  Does nothing for a row not marked.
+ * for it: give the sandbox its database back and open it, drop
+ * <name>_reset and <name>_old if its role (or the reset's role) owns them
+ * and the reset's role, and clear the mark.  With 'interrupted' (found by
+ * reconciliation), say so in the event log.  Does nothing for a row not
+ * marked.
  */
 void
 sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
@@ -605,27 +614,7 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 	reset_role = sbx_keep(sbx_spi_text(0, 5));
 	sbx_xact_commit();
 
-	if (role_oid != NULL)
-	{
-		sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid,
-							   reset_role, db_oid);
-		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid,
-							   NULL, db_oid);
-	}
-	/* the role a dump was filled as, once its database is gone */
-	if (reset_role != NULL)
-	{
-		const char *roleargs[2] = {psprintf("%s" SBX_RESET_SUFFIX, name), reset_role};
-
-		sbx_xact_begin("pgsandbox: dropping a reset's role");
-		sbx_spi("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
-				SPI_OK_SELECT, 2, roleargs);
-		if (SPI_processed == 1)
-			sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(roleargs[0])), NULL);
-		sbx_xact_commit();
-	}
-
-	/* a save lent the database to the bootstrap superuser, closed */
+	/* first the sandbox: a save lent its database to the superuser, closed */
 	sbx_xact_begin("pgsandbox: reopening a sandbox");
 	if (live && db_oid != NULL && role_oid != NULL)
 	{
@@ -648,11 +637,36 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 										 quote_identifier(name)), NULL);
 		}
 	}
+	sbx_xact_commit();
+
+	/* then what was made beside it */
+	if (role_oid != NULL)
+	{
+		sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid,
+							   reset_role, db_oid);
+		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid,
+							   NULL, db_oid);
+	}
+	/* the role a dump was filled as, once its database is gone */
+	if (reset_role != NULL)
+	{
+		const char *roleargs[2] = {psprintf("%s" SBX_RESET_SUFFIX, name), reset_role};
+
+		sbx_xact_begin("pgsandbox: dropping a reset's role");
+		sbx_spi("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
+				SPI_OK_SELECT, 2, roleargs);
+		if (SPI_processed == 1)
+			sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(roleargs[0])), NULL);
+		sbx_xact_commit();
+	}
+
+	/* and the mark last, so that a failure above is tried again */
+	sbx_xact_begin("pgsandbox: unmarking a sandbox");
 	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL, reset_role = NULL"
 			" WHERE id = $1::bigint", SPI_OK_UPDATE, 1, args);
 	if (interrupted)
 		sbx_log_event(name, "cleanup", SBX_WORKER_ACTOR,
-					  "A reset or save was interrupted by a restart; the sandbox keeps the data it had when the restart came.");
+					  "A reset or save left unfinished (by a restart, or a clean-up that failed) was cleaned up; the sandbox holds the data its name held then.");
 	sbx_xact_commit();
 }
 
@@ -663,8 +677,9 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 void
 sbx_reset_fail(const SbxCloneJob *job, const char *reason, const char *actor)
 {
-	sbx_reset_cleanup(job->sandbox_id, false);
+	/* recorded first, in case the clean-up fails and is left for later */
 	sbx_xact_begin("pgsandbox: recording a failed reset");
 	sbx_log_event(job->reset_of, "reset_failed", actor, reason);
 	sbx_xact_commit();
+	sbx_reset_cleanup(job->sandbox_id, false);
 }

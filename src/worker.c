@@ -389,6 +389,11 @@ sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
 	memset(&outcome, 0, sizeof(outcome));
 	PG_TRY();
 	{
+		/* a caller who left just now gets no reset it did not wait for */
+		if (sbx_queue_abandoned(job->request, job->request_serial))
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("reset canceled: the caller stopped waiting")));
 		outcome.taken_at = sbx_reset_swap(job, sbx_jobs[j].actor, secs,
 										  &outcome.expires_at);
 		swapped = true;
@@ -461,6 +466,11 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 				(void) sbx_clone_ready(job, sbx_jobs[j].actor, secs);
 				break;
 			case SBX_KIND_SAVE:
+				/* a caller who left just now gets no save it was not told of */
+				if (sbx_queue_abandoned(job->request, job->request_serial))
+					ereport(ERROR,
+							(errcode(ERRCODE_QUERY_CANCELED),
+							 errmsg("save canceled: the caller stopped waiting")));
 				sbx_save_done(job, sbx_jobs[j].actor, secs);
 				strlcpy(outcome.result_name, job->name, sizeof(outcome.result_name));
 				(void) sbx_queue_answer(job->request, job->request_serial, &outcome);
