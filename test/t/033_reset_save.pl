@@ -241,6 +241,7 @@ my $lock = lock_app();
 my $bg = start_psql($node, "dbname=postgres user=bob password=$pw{bob}",
 	"SELECT pgsandbox.reset('$b1', 'latest')");
 ok(marked($b1), 'the reset has begun, held by the lock');
+ok(scalar(wait_for_clone_children($node, 60, 'pg_dump')), '... its pg_dump waiting for the lock');
 # the dump is filled as a role of its own: the sandbox's credentials, which
 # its owner knows, do not open the database being filled
 is($node->safe_psql('postgres',
