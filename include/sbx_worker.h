@@ -143,6 +143,8 @@ extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* resets of sandboxes in place (reset.c) */
 extern int	sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared);
+extern void sbx_check_sandbox_usable(const char *name, const char *status, bool busy,
+									 bool can_login, const char *verb);
 extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
 							SbxCloneJob *job);
 extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,
@@ -170,6 +172,7 @@ extern const char *sbx_current_snapshots_cte(void);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);
+extern void sbx_lock_copy_source(const char *name);
 extern void sbx_plan_update(const SbxActor *by, const SbxRequest *req);
 extern void sbx_plan_locale(const char *source, bool schema_only, SbxLocale *locale);
 extern void sbx_retire_snapshots(const SbxActor *by, const char *source,

@@ -94,6 +94,36 @@ sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared)
 }
 
 /*
+ * Refuse a sandbox that a reset or a save ('verb') cannot take now: one not
+ * ready, one being reset or saved, one being dropped.
+ */
+void
+sbx_check_sandbox_usable(const char *name, const char *status, bool busy,
+						 bool can_login, const char *verb)
+{
+	if (strcmp(status, "cloning") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sandbox \"%s\" is still being cloned", name),
+				 errhint("%s it once its clone has finished.", verb)));
+	if (strcmp(status, "ready") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name),
+				 errdetail("It is %s.", status)));
+	if (busy)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being reset or saved", name),
+				 errhint("Try again once that has finished.")));
+	/* a drop that waits for a janitor took its login first */
+	if (!can_login)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" is being dropped", name)));
+}
+
+/*
  * In a worker transaction: the snapshot or save a sandbox was copied from
  * (origin_id), if it still serves: not retired, of the source as it is,
  * read under its rules as they are (the catalog has them: saves came with
@@ -275,26 +305,7 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	can_login = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
 	old_size = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
 	owner_oid = DatumGetObjectId(SPI_getbinval(tup, desc, 11, &isnull));
-	if (strcmp(status, "cloning") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sandbox \"%s\" is still being cloned", req->name),
-				 errhint("Reset it once its clone has finished.")));
-	if (strcmp(status, "ready") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sandbox \"%s\" does not exist", req->name),
-				 errdetail("It is %s.", status)));
-	if (busy)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
-				 errhint("Try again once that has finished.")));
-	/* a drop that waits for a janitor took its login first */
-	if (!can_login)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("sandbox \"%s\" is being dropped", req->name)));
+	sbx_check_sandbox_usable(req->name, status, busy, can_login, "Reset");
 	if (expired && req->ttl_secs == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

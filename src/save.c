@@ -216,26 +216,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	job->masked = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
 	parent_name = sbx_keep(sbx_spi_text(0, 11));
 	can_login = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
-	if (strcmp(status, "cloning") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sandbox \"%s\" is still being cloned", req->name),
-				 errhint("Save it once its clone has finished.")));
-	if (strcmp(status, "ready") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sandbox \"%s\" does not exist", req->name),
-				 errdetail("It is %s.", status)));
-	if (busy)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("sandbox \"%s\" is being reset or saved", req->name),
-				 errhint("Try again once that has finished.")));
-	/* a drop that waits for a janitor took its login first */
-	if (!can_login)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("sandbox \"%s\" is being dropped", req->name)));
+	sbx_check_sandbox_usable(req->name, status, busy, can_login, "Save");
 	if (read_only)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -331,19 +312,13 @@ sbx_save_done(const SbxCloneJob *job, const char *actor, double seconds)
 	char		idbuf[32];
 	char		parent[32];
 	const char *args[2] = {idbuf, parent};
-	char	   *superuser;
 	bool		isnull;
 	int64		size;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	snprintf(parent, sizeof(parent), INT64_FORMAT, job->parent_id);
 	sbx_xact_begin("pgsandbox: finishing a save");
-	superuser = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
-	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
-							 quote_identifier(job->name)), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
-							 quote_identifier(job->name), quote_identifier(superuser)),
-					NULL);
+	sbx_lock_copy_source(job->name);
 	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
 			" size_bytes = pg_catalog.pg_database_size(db_oid),"
 			" size_measured_at = pg_catalog.now()"

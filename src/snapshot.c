@@ -146,19 +146,12 @@ sbx_snapshot_done(const SbxCloneJob *job, double seconds)
 	const char *args[2];
 	bool		isnull;
 	int64		size;
-	char	   *superuser;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	args[0] = idbuf;
 	args[1] = timestamptz_to_str(job->data_as_of);
 	sbx_xact_begin("pgsandbox: finishing a snapshot");
-	superuser = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
-	sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(job->name)), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
-							 quote_identifier(job->name)), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
-							 quote_identifier(job->name), quote_identifier(superuser)),
-					NULL);
+	sbx_lock_copy_source(job->name);
 	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
 			" size_bytes = pg_catalog.pg_database_size(db_oid), data_as_of = $2::timestamptz"
 			" WHERE id = $1::bigint AND status = 'cloning'"
@@ -192,6 +185,25 @@ sbx_snapshot_done(const SbxCloneJob *job, double seconds)
 				  : psprintf("taken in %.1f s, " INT64_FORMAT " bytes", seconds, size));
 	sbx_xact_commit();
 	return size;
+}
+
+/*
+ * In a worker transaction: lock database 'name' (and its role of the same
+ * name) as a snapshot or a save is kept, so that only copies read it: its
+ * role cannot log in, and the database takes no connection and belongs to
+ * the bootstrap superuser.
+ */
+void
+sbx_lock_copy_source(const char *name)
+{
+	char	   *superuser = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
+
+	sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
+							 quote_identifier(name)), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s",
+							 quote_identifier(name), quote_identifier(superuser)),
+					NULL);
 }
 
 /*
