@@ -9,9 +9,9 @@
 # It installs what it needs (test/install-deps.sh), builds and installs the
 # extension, starts a private cluster as the "postgres" OS user in a fresh
 # temporary directory, makes a small source database "shop", clones it into
-# a sandbox, works in the sandbox with the sandbox's own login, waits for
-# the background worker to drop the sandbox when its time is up, and then
-# sets a pool of ready sandboxes and has one handed out.  The cluster is
+# a sandbox, works in the sandbox with the sandbox's own login, resets it in
+# place, waits for the background worker to drop the sandbox when its time
+# is up, and then sets a pool of ready sandboxes and has one handed out.  The cluster is
 # stopped and the directory removed at the end, also on failure.
 #
 # Environment:
@@ -364,6 +364,16 @@ SELECT (SELECT count(*) FROM orders) AS orders_left,
 SQL
 [ "$(sandbox -At -c 'SELECT count(*) FROM orders')" = 0 ] ||
 	die "DELETE FROM orders did not empty the sandbox's orders"
+
+say
+say "reset() puts it back as it was made, in place: same name, same role, same password"
+say "(its sessions are ended; ttl starts its lifetime again):"
+admin postgres -e -v name="$name" -v ttl="$ttl_secs seconds" <<'SQL' 2>&1 | indent
+SELECT pgsandbox.reset(:'name', ttl => :'ttl') AS data_as_of;
+SQL
+[ "$(sandbox -At -c "$fingerprint_sql")" = "$src_fingerprint" ] ||
+	die "the reset sandbox does not hold the source's rows"
+ok "the same conninfo logs in, and the rows equal the source's again (md5 $src_fingerprint)"
 
 say
 say "...but the same role cannot change the source (the last dbname wins):"
