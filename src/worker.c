@@ -820,7 +820,6 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	SbxSnapshotRef snapshot;
 	bool		have_snapshot;
 	SbxCloneSpec spec;
-
 	char		save_source[NAMEDATALEN];
 	bool		save_schema_only = false;
 	bool		from_save = (req->target[0] != '\0');
