@@ -282,6 +282,48 @@ sbx_progress_end(int j)
 }
 
 /*
+ * Hand clone job j, filled in *job, to a new clone worker, for request
+ * (slot, serial), or none (slot -1), on behalf of 'actor'.  The job's
+ * secrets are wiped from *job once shared memory holds them.
+ */
+static void
+sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial, const char *actor)
+{
+	job->in_use = true;
+	job->request = slot;
+	job->request_serial = serial;
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	memcpy(&sbx_shared->jobs[j], job, sizeof(SbxCloneJob));
+	if (slot >= 0 && sbx_shared->requests[slot].serial == serial)
+	{
+		sbx_shared->requests[slot].clone_job = j;
+		sbx_shared->requests[slot].sandbox_id = job->sandbox_id;
+	}
+	strlcpy(sbx_shared->progress[j].source, job->source,
+			sizeof(sbx_shared->progress[j].source));
+	LWLockRelease(sbx_shared->lock);
+	explicit_bzero(job->password, sizeof(job->password));
+	explicit_bzero(job->conninfo, sizeof(job->conninfo));
+
+	sbx_jobs[j].terminated = false;
+	sbx_jobs[j].started = GetCurrentTimestamp();
+	strlcpy(sbx_jobs[j].actor, actor, NAMEDATALEN);
+	sbx_start_clone_worker(j, job->name, job->sandbox_id);
+}
+
+/* Forget clone job j, of sandbox_id, which did not start. */
+static void
+sbx_forget_job(int j, int64 sandbox_id)
+{
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == sandbox_id)
+		explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
+	LWLockRelease(sbx_shared->lock);
+	sbx_jobs[j].handle = NULL;
+	sbx_progress_end(j);
+}
+
+/*
  * Begin a clone using clone job j: make the catalog row, the role and the
  * database (or leave a copy of a snapshot to the clone worker), then start
  * the clone worker.  The request (slot, serial) waits for it; slot is -1 for
@@ -300,36 +342,13 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	PG_TRY();
 	{
 		sbx_clone_begin(j, by, spec, &job);
-
-		job.in_use = true;
-		job.request = slot;
-		job.request_serial = serial;
-		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		memcpy(&sbx_shared->jobs[j], &job, sizeof(job));
-		if (slot >= 0 && sbx_shared->requests[slot].serial == serial)
-		{
-			sbx_shared->requests[slot].clone_job = j;
-			sbx_shared->requests[slot].sandbox_id = job.sandbox_id;
-		}
-		LWLockRelease(sbx_shared->lock);
-		explicit_bzero(job.password, sizeof(job.password));
-		explicit_bzero(job.conninfo, sizeof(job.conninfo));
-
-		sbx_jobs[j].terminated = false;
-		sbx_jobs[j].started = GetCurrentTimestamp();
-		strlcpy(sbx_jobs[j].actor, by->name, NAMEDATALEN);
-		sbx_start_clone_worker(j, job.name, job.sandbox_id);
+		sbx_launch_job(j, &job, slot, serial, by->name);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
-		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == job.sandbox_id)
-			explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
-		LWLockRelease(sbx_shared->lock);
-		sbx_jobs[j].handle = NULL;
-		sbx_progress_end(j);
+		sbx_forget_job(j, job.sandbox_id);
 		explicit_bzero(job.password, sizeof(job.password));
 		explicit_bzero(job.conninfo, sizeof(job.conninfo));
 
@@ -903,34 +922,13 @@ sbx_serve_reset_or_save(int j, int slot, const SbxRequest *req)
 			sbx_snapshots_may_exist = true;
 			sbx_save_begin(j, &by, req, &job);
 		}
-		job.in_use = true;
-		job.request = slot;
-		job.request_serial = req->serial;
-		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		memcpy(&sbx_shared->jobs[j], &job, sizeof(job));
-		if (sbx_shared->requests[slot].serial == req->serial)
-		{
-			sbx_shared->requests[slot].clone_job = j;
-			sbx_shared->requests[slot].sandbox_id = job.sandbox_id;
-		}
-		strlcpy(sbx_shared->progress[j].source, job.source,
-				sizeof(sbx_shared->progress[j].source));
-		LWLockRelease(sbx_shared->lock);
-		sbx_jobs[j].terminated = false;
-		sbx_jobs[j].started = GetCurrentTimestamp();
-		strlcpy(sbx_jobs[j].actor, by.name, NAMEDATALEN);
-		sbx_start_clone_worker(j, job.name, job.sandbox_id);
+		sbx_launch_job(j, &job, slot, req->serial, by.name);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
-		LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == job.sandbox_id)
-			explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
-		LWLockRelease(sbx_shared->lock);
-		sbx_jobs[j].handle = NULL;
-		sbx_progress_end(j);
+		sbx_forget_job(j, job.sandbox_id);
 		if (job.reset || (job.kind == SBX_KIND_SAVE && job.parent_id > 0))
 			sbx_undo_job_quietly(&job, edata->message, by.name);
 		sbx_answer_with(slot, req->serial, edata);
