@@ -143,8 +143,22 @@ extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* resets of sandboxes in place (reset.c) */
 extern int	sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared);
-extern void sbx_check_sandbox_usable(const char *name, const char *status, bool busy,
-									 bool can_login, const char *verb);
+/* a live sandbox, as reset() and save() read it (reset.c) */
+typedef struct SbxSandboxRow
+{
+	int64		id;
+	char		source[NAMEDATALEN];
+	bool		schema_only;
+	Oid			dboid;
+	Oid			owner;
+	int64		size_bytes;		/* last measured, 0 if never */
+	int64		origin_id;		/* the snapshot or save it was made from, 0 */
+	bool		expired;
+	bool		read_only;
+	bool		masked;
+} SbxSandboxRow;
+extern void sbx_sandbox_to_change(const SbxActor *by, const char *name, const char *what,
+								  SbxSandboxRow *row);
 extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
 							SbxCloneJob *job);
 extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,

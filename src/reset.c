@@ -94,18 +94,65 @@ sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared)
 }
 
 /*
- * Refuse a sandbox that a reset or a save ('verb') cannot take now: one not
- * ready, one being reset or saved, one being dropped.
+ * In a worker transaction: the sandbox 'name' that 'by' may change with
+ * 'what' (reset or save), into *row; an error if 'by' may not see it, or if
+ * it cannot take that now: not ready, being reset or saved, being dropped.
  */
 void
-sbx_check_sandbox_usable(const char *name, const char *status, bool busy,
-						 bool can_login, const char *verb)
+sbx_sandbox_to_change(const SbxActor *by, const char *name, const char *what,
+					  SbxSandboxRow *row)
 {
+	char		owner[16];
+	const char *args[2] = {name, owner};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	char	   *status;
+	bool		busy;
+	bool		can_login;
+
+	if (!sbx_catalog_has_saves())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s() needs version 0.8 of extension \"pgsandbox\"", what),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	snprintf(owner, sizeof(owner), "%u", by->role);
+	sbx_spi(psprintf("SELECT s.id, s.status, s.source, s.schema_only, s.db_oid, s.owner_oid,"
+					 "       COALESCE(s.size_bytes, 0), COALESCE(s.snapshot_id, 0),"
+					 "       s.expires_at <= pg_catalog.now(), s.read_only_at IS NOT NULL,"
+					 "       s.masked, s.reset_started_at IS NOT NULL,"
+					 "       COALESCE(r.rolcanlogin, false)"
+					 "  FROM pgsandbox.sandbox s"
+					 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+					 " WHERE s.name = $1 AND s.kind = 'sandbox'%s",
+					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
+			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sandbox \"%s\" does not exist", name)));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	memset(row, 0, sizeof(*row));
+	row->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	status = sbx_spi_text(0, 2);
+	strlcpy(row->source, sbx_spi_text(0, 3), sizeof(row->source));
+	row->schema_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	row->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+	row->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
+	row->size_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
+	row->origin_id = DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull));
+	row->expired = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
+	row->read_only = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+	row->masked = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
+	busy = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
+	can_login = DatumGetBool(SPI_getbinval(tup, desc, 13, &isnull));
+
 	if (strcmp(status, "cloning") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sandbox \"%s\" is still being cloned", name),
-				 errhint("%s it once its clone has finished.", verb)));
+				 errhint("Call %s() once its clone has finished.", what)));
 	if (strcmp(status, "ready") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -242,23 +289,10 @@ sbx_create_reset_role(SbxCloneJob *job)
 void
 sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *job)
 {
-	char		owner[16];
 	char		idbuf[32];
-	const char *args[2] = {req->name, owner};
-	bool		isnull;
-	HeapTuple	tup;
-	TupleDesc	desc;
-	char	   *status;
-	char	   *source;
-	bool		schema_only;
-	bool		busy;
-	bool		expired;
-	bool		can_login;
-	int64		origin_id;
-	int64		old_size;
+	const char *args[1] = {idbuf};
+	SbxSandboxRow row;
 	int64		expected;
-	Oid			dboid;
-	Oid			owner_oid;
 	SbxActor	owner_actor;
 	SbxSnapshotRef ref;
 	bool		have_ref = false;
@@ -271,42 +305,11 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	memset(&spec, 0, sizeof(spec));
 	job->kind = SBX_KIND_SANDBOX;
 	job->locale_fallback = sbx_locale_fallback;
-	snprintf(owner, sizeof(owner), "%u", by->role);
 
 	sbx_xact_begin("pgsandbox: starting a reset");
-	if (!sbx_catalog_has_saves())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("reset() needs version 0.8 of extension \"pgsandbox\""),
-				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
-	sbx_spi(psprintf("SELECT s.id, s.status, s.source, s.schema_only, s.db_oid,"
-					 "       COALESCE(s.snapshot_id, 0), s.reset_started_at IS NOT NULL,"
-					 "       s.expires_at <= pg_catalog.now(), COALESCE(r.rolcanlogin, false),"
-					 "       COALESCE(s.size_bytes, 0), s.owner_oid"
-					 "  FROM pgsandbox.sandbox s"
-					 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
-					 " WHERE s.name = $1 AND s.kind = 'sandbox'%s",
-					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
-			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sandbox \"%s\" does not exist", req->name)));
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	job->sandbox_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	status = sbx_spi_text(0, 2);
-	source = sbx_keep(sbx_spi_text(0, 3));
-	schema_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-	dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-	origin_id = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
-	busy = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
-	expired = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-	can_login = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
-	old_size = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
-	owner_oid = DatumGetObjectId(SPI_getbinval(tup, desc, 11, &isnull));
-	sbx_check_sandbox_usable(req->name, status, busy, can_login, "Reset");
-	if (expired && req->ttl_secs == 0)
+	sbx_sandbox_to_change(by, req->name, "reset", &row);
+	job->sandbox_id = row.id;
+	if (row.expired && req->ttl_secs == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sandbox \"%s\" has expired", req->name),
@@ -314,9 +317,9 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 
 	if (strcmp(req->target, "start") == 0)
 	{
-		if (origin_id != 0)
+		if (row.origin_id != 0)
 		{
-			have_ref = sbx_origin_ref(origin_id, &ref, &ref_is_save);
+			have_ref = sbx_origin_ref(row.origin_id, &ref, &ref_is_save);
 			if (!have_ref)
 				gone = " (the snapshot or save it was made from no longer serves)";
 		}
@@ -335,31 +338,30 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 
 	/* 'latest', or a start no longer there: the source's current snapshot */
 	if (!have_ref)
-		have_ref = sbx_current_snapshot(source, schema_only, &ref);
+		have_ref = sbx_current_snapshot(row.source, row.schema_only, &ref);
 
 	sbx_xact_begin("pgsandbox: starting a reset");
 	/* any copy of the source's rows, even of a save, needs the right now */
-	sbx_check_clone_allowed(by, source, schema_only, job);
-	if (!have_ref && !schema_only)
-		job->masked = sbx_read_rules(source, job);
+	sbx_check_clone_allowed(by, row.source, row.schema_only, job);
+	if (!have_ref && !row.schema_only)
+		job->masked = sbx_read_rules(row.source, job);
 	if (!have_ref)
-		sbx_database_locale(dboid, &locale);
+		sbx_database_locale(row.dboid, &locale);
 
 	/*
 	 * The budget: for a moment both databases exist, but what lasts is the
 	 * difference, which is what is checked.
 	 */
 	spec.kind = SBX_KIND_SANDBOX;
-	spec.source = source;
-	spec.schema_only = schema_only;
+	spec.source = row.source;
+	spec.schema_only = row.schema_only;
 	spec.snapshot = have_ref ? &ref : NULL;
 	spec.source_bytes = -1;
 	expected = sbx_expected_size(&spec);
-	sbx_owner_actor(owner_oid, by->is_admin, &owner_actor);
-	sbx_check_budget(&owner_actor, SBX_KIND_SANDBOX, Max(expected - old_size, 0), true);
+	sbx_owner_actor(row.owner, by->is_admin, &owner_actor);
+	sbx_check_budget(&owner_actor, SBX_KIND_SANDBOX, Max(expected - row.size_bytes, 0), true);
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
-	args[0] = idbuf;
 	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = pg_catalog.now()"
 			" WHERE id = $1::bigint AND status = 'ready' AND reset_started_at IS NULL",
 			SPI_OK_UPDATE, 1, args);
@@ -372,8 +374,8 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	job->reset_ttl_secs = req->ttl_secs;
 	strlcpy(job->reset_of, req->name, sizeof(job->reset_of));
 	snprintf(job->dbname, sizeof(job->dbname), "%s" SBX_RESET_SUFFIX, req->name);
-	strlcpy(job->source, source, sizeof(job->source));
-	job->schema_only = schema_only;
+	strlcpy(job->source, row.source, sizeof(job->source));
+	job->schema_only = row.schema_only;
 	sbx_progress_set(j, SBX_PHASE_CREATING, req->name, have_ref ? ref.size_bytes : -1);
 
 	if (have_ref)
@@ -401,7 +403,7 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 		int64		size;
 
 		snprintf(job->origin, sizeof(job->origin), "a new dump of source \"%s\"%s",
-				 source, gone);
+				 row.source, gone);
 		strlcpy(job->name, job->dbname, sizeof(job->name));
 		sbx_create_reset_role(job);
 		spec.locale = &locale;

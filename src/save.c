@@ -159,65 +159,27 @@ sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 void
 sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *job)
 {
-	char		owner[16];
 	char		idbuf[32];
-	const char *args[4] = {req->name, owner, NULL, NULL};
-	HeapTuple	tup;
-	TupleDesc	desc;
+	const char *args[4];
 	bool		isnull;
-	char	   *status;
-	char	   *parent_name;
+	const char *parent_name = req->name;
+	SbxSandboxRow row;
 	int64		parent_id;
 	int64		save_id;
-	Oid			parent_dboid;
-	Oid			owner_oid;
-	int64		size;
 	int64		saves;
-	bool		busy;
-	bool		read_only;
-	bool		can_login;
 	SbxActor	owner_actor;
 	int			ended;
 
 	memset(job, 0, sizeof(*job));
 	job->kind = SBX_KIND_SAVE;
-	snprintf(owner, sizeof(owner), "%u", by->role);
 
 	sbx_xact_begin("pgsandbox: starting a save");
-	if (!sbx_catalog_has_saves())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("save() needs version 0.8 of extension \"pgsandbox\""),
-				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
-	sbx_spi(psprintf("SELECT s.id, s.status, s.source, s.schema_only, s.db_oid, s.owner_oid,"
-					 "       COALESCE(s.size_bytes, 0), s.reset_started_at IS NOT NULL,"
-					 "       s.read_only_at IS NOT NULL, s.masked, s.name,"
-					 "       COALESCE(r.rolcanlogin, false)"
-					 "  FROM pgsandbox.sandbox s"
-					 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
-					 " WHERE s.name = $1 AND s.kind = 'sandbox'%s",
-					 by->is_admin ? "" : " AND s.owner_oid = $2::oid"),
-			SPI_OK_SELECT, by->is_admin ? 1 : 2, args);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sandbox \"%s\" does not exist", req->name)));
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	parent_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	status = sbx_spi_text(0, 2);
-	strlcpy(job->source, sbx_spi_text(0, 3), sizeof(job->source));
-	job->schema_only = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-	parent_dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-	owner_oid = DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
-	size = DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
-	busy = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
-	read_only = DatumGetBool(SPI_getbinval(tup, desc, 9, &isnull));
-	job->masked = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
-	parent_name = sbx_keep(sbx_spi_text(0, 11));
-	can_login = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
-	sbx_check_sandbox_usable(req->name, status, busy, can_login, "Save");
-	if (read_only)
+	sbx_sandbox_to_change(by, req->name, "save", &row);
+	parent_id = row.id;
+	strlcpy(job->source, row.source, sizeof(job->source));
+	job->schema_only = row.schema_only;
+	job->masked = row.masked;
+	if (row.read_only)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sandbox \"%s\" is read-only and cannot be saved", req->name),
@@ -249,11 +211,11 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 				 errhint("Drop the sandbox's saves with drop_save(), or ask an admin to raise the limit.")));
 
 	/* a save counts against its sandbox's owner, whoever asks */
-	owner_actor.role = owner_oid;
+	owner_actor.role = row.owner;
 	owner_actor.is_admin = by->is_admin;
-	owner_actor.name = GetUserNameFromId(owner_oid, false);
+	owner_actor.name = GetUserNameFromId(row.owner, false);
 	sbx_check_quotas(&owner_actor);
-	sbx_check_budget(&owner_actor, SBX_KIND_SAVE, size, true);
+	sbx_check_budget(&owner_actor, SBX_KIND_SAVE, row.size_bytes, true);
 
 	sbx_pick_name(job->name);
 	strlcpy(job->dbname, job->name, sizeof(job->dbname));
@@ -282,11 +244,11 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	/* from here on, a failure goes through sbx_save_fail */
 	job->sandbox_id = save_id;
 	job->parent_id = parent_id;
-	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, size);
+	sbx_progress_set(j, SBX_PHASE_CREATING, job->name, row.size_bytes);
 	sbx_create_role(job);
 
 	/* the copy needs the sandbox without sessions */
-	ended = sbx_end_sessions(parent_name, parent_dboid, false);
+	ended = sbx_end_sessions(parent_name, row.dboid, false);
 	sbx_xact_begin("pgsandbox: lending a sandbox's database to a save");
 	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s", quote_identifier(parent_name),
 							 quote_identifier(GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false))),
@@ -297,7 +259,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	job->data_as_of = GetCurrentTimestamp();
 	job->copy_stage = true;
 	job->snapshot_id = parent_id;
-	job->snapshot_dboid = parent_dboid;
+	job->snapshot_dboid = row.dboid;
 	strlcpy(job->snapshot_name, parent_name, sizeof(job->snapshot_name));
 	strlcpy(job->snapshot_role, parent_name, sizeof(job->snapshot_role));
 }
