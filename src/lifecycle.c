@@ -666,6 +666,7 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 	bool		have_role;
 	bool		have_prepared = false;
 	bool		is_template = false;
+	bool		leftovers;
 	bool		isnull;
 
 	if (role_oid == NULL)
@@ -676,9 +677,14 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 	 * even if what follows fails.
 	 */
 	sbx_xact_begin("pgsandbox: looking up sandbox resources");
-	sbx_spi("SELECT 1 FROM pg_catalog.pg_roles"
-			" WHERE rolname = $1 AND oid = $2::oid", SPI_OK_SELECT, 2, args);
+	/* and whether a reset interrupted left databases the role owns */
+	sbx_spi("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database"
+			"                WHERE datdba = $2::oid"
+			"                  AND datname IN ($1 || '" SBX_RESET_SUFFIX "', $1 || '" SBX_OLD_SUFFIX "'))"
+			"  FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
+			SPI_OK_SELECT, 2, args);
 	have_role = (SPI_processed > 0);
+	leftovers = have_role && strcmp(sbx_spi_text(0, 1), "t") == 0;
 	if (have_role)
 		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)), NULL);
 	/* an invalid database (a drop interrupted) can only be dropped */
@@ -719,7 +725,7 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 							 "pgsandbox: dropping a sandbox database");
 	}
 	/* what a reset interrupted may have left, which its role owns */
-	if (have_role)
+	if (leftovers)
 		sbx_drop_reset_leftovers(name, role_oid, db_oid);
 
 	if (have_role)
@@ -817,6 +823,9 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 		"   THEN pg_catalog.date_part('epoch', idle_timeout)::bigint END,"
 		" COALESCE(last_used_at, ready_at), idle_timeout"
 		: ", NULL, NULL, NULL";
+	/* from 0.8: a reset or a save under way holds the sandbox */
+	idle_cols = psprintf("%s, %s", idle_cols,
+						 sbx_catalog_has_saves() ? "reset_started_at IS NOT NULL" : "false");
 	if (by->is_admin)
 		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid%s"
 						 " FROM pgsandbox.sandbox WHERE name = $1%s", sbx_expired_sql(),
@@ -846,16 +855,7 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 														  SPI_tuptable->tupdesc, 7, &isnull));
 			idle_timeout = sbx_keep(sbx_spi_text(0, 8));
 		}
-	}
-	/* from 0.8: a reset or a save under way holds the sandbox */
-	if (id != NULL && sbx_catalog_has_saves())
-	{
-		const char *idargs[1] = {id};
-
-		sbx_spi("SELECT 1 FROM pgsandbox.sandbox"
-				" WHERE id = $1::bigint AND reset_started_at IS NOT NULL",
-				SPI_OK_SELECT, 1, idargs);
-		busy = (SPI_processed > 0);
+		busy = (strcmp(sbx_spi_text(0, 9), "t") == 0);
 	}
 	sbx_xact_commit();
 
