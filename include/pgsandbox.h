@@ -62,6 +62,7 @@ extern int	sbx_max_size_per_owner; /* MB; 0: off */
 extern int	sbx_max_sandbox_size;	/* MB; 0: off */
 extern int	sbx_size_check_interval;
 extern bool sbx_read_only_setting;	/* pgsandbox.read_only */
+extern int	sbx_lock_timeout;		/* ms */
 
 typedef enum SbxCopyStrategy
 {
@@ -80,6 +81,7 @@ extern bool sbx_catalog_has_generations(void);
 extern bool sbx_catalog_has_protection(void);
 extern bool sbx_catalog_has_usage(void);
 extern bool sbx_catalog_has_saves(void);
+extern bool sbx_catalog_has_dropping(void);
 extern const char *sbx_same_source(void);
 extern const char *sbx_effective_host(void);
 extern const char *sbx_local_socket_host(void);

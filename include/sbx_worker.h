@@ -12,6 +12,8 @@
 
 #include "sbx_shmem.h"
 
+struct ErrorData;
+
 /* copy_method.c */
 extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
 
@@ -29,15 +31,24 @@ extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
 /* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
 extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
-struct ErrorData;
-extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
-/* rolling back a sandbox's prepared transactions (janitor.c) */
-extern bool sbx_janitor_start(Oid dboid, const char *name);
+/* clearing what a database holds of a sandbox (janitor.c) */
+extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
+							  bool drop_grants);
 extern void sbx_janitor_wait(Oid dboid);
 extern bool sbx_janitors_running(void);
 extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
+
+/* what holds a sandbox's role or database, and clearing it (lock_holders.c) */
+extern const char *sbx_holders_sql(void);
+extern char *sbx_describe_holders(Oid role, Oid db);
+extern bool sbx_clear_way(const char *name, Oid role, Oid db, bool may_defer);
+extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
+								const char *step, Oid role, Oid db);
+extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
+								const char *step, Oid role, Oid db,
+								const char *hint) pg_attribute_noreturn();
 
 /*
  * Who a lifecycle operation acts for: the role (checked for ownership
@@ -98,6 +109,7 @@ sbx_clone_method(const SbxCloneJob *job)
 /* the lifecycle worker's catalog work (worker_spi.c) */
 extern MemoryContext sbx_outer_cxt;
 extern char *sbx_keep(const char *s);
+extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
 extern void sbx_xact_begin(const char *activity);
 extern void sbx_xact_commit(void);
 extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
@@ -128,9 +140,15 @@ extern void sbx_create_role(SbxCloneJob *job);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);
 extern void sbx_secure_database(SbxCloneJob *job, int64 *size);
 extern char *sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job);
+/* drops, and finishing those that were blocked (drop.c) */
+extern bool sbx_drop_resources(const char *name, const char *role_oid,
+							   const char *db_oid, bool may_defer);
+extern bool sbx_drop_role(const char *name, const char *role_oid);
+extern bool sbx_drop_one_leftover_role(void);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   bool only_if_expired, bool may_defer,
 							   const char *action);
+extern bool sbx_reap_one(const char *name);
 extern TimestampTz sbx_protect(const char *name, const SbxActor *by,
 							   TimestampTz until);
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
@@ -142,7 +160,8 @@ extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
 
 /* resets of sandboxes in place (reset.c) */
-extern int	sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared);
+extern int	sbx_end_sessions(const char *name, Oid role, Oid dboid,
+							 bool rollback_prepared, const char *step);
 /* a live sandbox, as reset() and save() read it (reset.c) */
 typedef struct SbxSandboxRow
 {
@@ -192,6 +211,7 @@ extern void sbx_plan_locale(const char *source, bool schema_only, SbxLocale *loc
 extern void sbx_retire_snapshots(const SbxActor *by, const char *source,
 								 bool both_kinds, bool schema_only);
 extern bool sbx_drop_one_retired(void);
+extern bool sbx_scheduled_build_due(void);
 extern bool sbx_next_scheduled_build(char *source, bool *schema_only);
 
 /* pools of ready sandboxes (pool.c) */

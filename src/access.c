@@ -323,6 +323,20 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 				 errmsg("a sandbox role may not change its database's options")));
 
 	/*
+	 * Nor may it give itself settings in another database: ALTER ROLE ...
+	 * IN DATABASE locks that database, and a transaction left open or
+	 * prepared so would keep the worker from dropping another owner's
+	 * sandbox.  Its own database is the one of its name.
+	 */
+	if (IsA(stmt, AlterRoleSetStmt) && ((AlterRoleSetStmt *) stmt)->database != NULL &&
+		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)) &&
+		strcmp(((AlterRoleSetStmt *) stmt)->database,
+			   GetUserNameFromId(GetUserId(), false)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a sandbox role may not change settings in another database")));
+
+	/*
 	 * A sandbox role restoring a source of another build: column options
 	 * this server refuses are left out (restore_compat.c).
 	 */

@@ -169,47 +169,44 @@ sbx_budget_allows(int64 expected)
 
 /*
  * Make a sandbox that grew past pgsandbox.max_sandbox_size read-only: set
- * its database so, record it, and end its sessions once, so that every
- * session from now on starts read-only.
+ * its database so, record it, and end its sessions, so that every session
+ * from now on starts read-only.  The way is cleared before the database is
+ * altered (a session of its role may hold its catalog row) and again after:
+ * every prepared transaction in it is rolled back, since one prepared while
+ * it was writable would otherwise commit its writes later, and every
+ * session found in the process array is ended (one that read the
+ * database's settings just before they changed may not show in
+ * pg_stat_activity yet).  A step blocked on a lock is recorded, and the
+ * next pass, which finds the sandbox still past the limit and not
+ * read-only, tries again.
  */
 static void
 sbx_make_read_only(const char *id, const char *name, const char *db_oid,
 				   int64 size)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	const char *args[1] = {id};
-	const char *dbargs[1] = {db_oid};
 	const char *db = quote_identifier(name);
-	bool		isnull;
+	Oid			dboid = atooid(db_oid);
 
-	sbx_xact_begin("pgsandbox: making a sandbox read-only");
-	sbx_run_utility(psprintf("ALTER DATABASE %s SET default_transaction_read_only = on", db), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s SET pgsandbox.read_only = on", db), NULL);
-	sbx_xact_commit();
+	PG_TRY();
+	{
+		(void) sbx_clear_way(name, InvalidOid, dboid, false);
+		sbx_xact_begin("pgsandbox: making a sandbox read-only");
+		sbx_run_utility(psprintf("ALTER DATABASE %s SET default_transaction_read_only = on", db),
+						NULL);
+		sbx_run_utility(psprintf("ALTER DATABASE %s SET pgsandbox.read_only = on", db), NULL);
+		sbx_xact_commit();
+		(void) sbx_clear_way(name, InvalidOid, dboid, false);
+	}
+	PG_CATCH();
+	{
+		sbx_rethrow_blocked(sbx_catch_error(cxt), name, "make read-only", InvalidOid, dboid,
+							NULL);
+	}
+	PG_END_TRY();
 
-	/*
-	 * End every session: those found in the process array, since one that
-	 * read the database's settings just before they changed may not show
-	 * in pg_stat_activity yet.  TerminateOtherDBBackends refuses a
-	 * database with prepared transactions; there, those that show.
-	 */
-	sbx_xact_begin("pgsandbox: ending the sessions of a read-only sandbox");
-	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_xacts p"
-			"  JOIN pg_catalog.pg_database d ON d.datname = p.database"
-			" WHERE d.oid = $1::oid", SPI_OK_SELECT, 1, dbargs);
-	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-									1, &isnull)) == 0)
-		TerminateOtherDBBackends(atooid(db_oid));
-	else
-		sbx_spi("SELECT pg_catalog.pg_terminate_backend(a.pid)"
-				"  FROM pg_catalog.pg_stat_activity a"
-				" WHERE a.datid = $1::oid AND a.pid <> pg_catalog.pg_backend_pid()",
-				SPI_OK_SELECT, 1, dbargs);
-	sbx_xact_commit();
-
-	/*
-	 * Recorded last: if anything above failed, the next pass finds the
-	 * sandbox still past the limit and not read-only, and does it again.
-	 */
+	/* recorded last: if anything above failed, the next pass does it again */
 	sbx_xact_begin("pgsandbox: recording a read-only sandbox");
 	sbx_spi("UPDATE pgsandbox.sandbox SET read_only_at = pg_catalog.now()"
 			" WHERE id = $1::bigint AND read_only_at IS NULL",

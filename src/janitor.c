@@ -1,19 +1,30 @@
 /*-------------------------------------------------------------------------
  *
  * janitor.c
- *	  Rolling back the prepared transactions of a sandbox before its
- *	  database is dropped.
+ *	  Clearing what other databases hold of a sandbox's role or database:
+ *	  prepared transactions, and privileges granted to the role.
  *
- * DROP DATABASE refuses a database that has prepared transactions, and
- * only a session connected to that database may finish them.  When a
- * sandbox role has left some behind (possible where max_prepared_transactions
- * is above zero), the lifecycle worker starts a short-lived "pgsandbox
- * janitor" worker connected to the sandbox database, which rolls every one
- * of them back.  A drop asked for by a caller, or by the reaper, does not
- * wait for it: the request is set aside and served again once the janitor
- * has stopped (an expired sandbox is taken up again by the next round of
- * the reaper), and other callers are served meanwhile.  Only the worker's
- * own clean-ups wait, in a loop that keeps the wake-ups of callers.
+ * Only a session connected to a database may finish the transactions
+ * prepared there, and DROP OWNED works on one database at a time.  The
+ * lifecycle worker is connected to its own database only, so for each
+ * database that holds something of a sandbox it starts a short-lived
+ * "pgsandbox janitor" worker connected there (even to a database closed to
+ * connections), which:
+ *
+ * - rolls back the prepared transactions there that hold the sandbox's
+ *	 role or database (lock_holders.c says which: in the sandbox's own
+ *	 database, every one), which DROP DATABASE refuses and which block
+ *	 ALTER ROLE, ALTER DATABASE and DROP ROLE;
+ * - with drop_grants, revokes whatever that database grants the role
+ *	 (privileges, default privileges, policies: DROP OWNED), unless the
+ *	 role owns something there, which pgsandbox did not make and so does
+ *	 not drop.
+ *
+ * A drop asked for by a caller, or by the reaper, does not wait for a
+ * janitor: the request is set aside and served again once the janitor has
+ * stopped, and other callers are served meanwhile.  Only the worker's own
+ * clean-ups wait, for a bounded time, in a loop that keeps the wake-ups of
+ * callers.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,8 +41,18 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+
+/* what a janitor clears, passed in its bgw_extra */
+typedef struct SbxJanitorTarget
+{
+	Oid			role;			/* the sandbox's role, or InvalidOid */
+	Oid			db;				/* the sandbox's database, or InvalidOid */
+	bool		drop_grants;	/* revoke what this database grants the role */
+} SbxJanitorTarget;
 
 /* the janitors the lifecycle worker has started and not yet seen stop */
 typedef struct SbxJanitor
@@ -79,13 +100,16 @@ sbx_janitor_running_for(Oid dboid)
 }
 
 /*
- * In the lifecycle worker: start a janitor that rolls back the prepared
- * transactions of database dboid, unless one already does.  Does not wait.
+ * In the lifecycle worker: start a janitor in database dboid that clears
+ * what it holds of sandbox 'name''s role and database db, unless one
+ * already works there (what it leaves is found by the next attempt).
+ * Does not wait.
  */
 bool
-sbx_janitor_start(Oid dboid, const char *name)
+sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grants)
 {
 	int			free_slot = -1;
+	SbxJanitorTarget target;
 
 	if (sbx_janitor_running_for(dboid))
 		return true;
@@ -94,10 +118,14 @@ sbx_janitor_start(Oid dboid, const char *name)
 		if (sbx_janitors[i].handle == NULL)
 			free_slot = i;
 	}
+	memset(&target, 0, sizeof(target));
+	target.role = role;
+	target.db = db;
+	target.drop_grants = drop_grants;
 	if (free_slot >= 0)
 		sbx_janitors[free_slot].handle =
 			sbx_start_dynamic_worker("sbx_janitor_main", "pgsandbox janitor", name,
-									 ObjectIdGetDatum(dboid), NULL, 0);
+									 ObjectIdGetDatum(dboid), &target, sizeof(target));
 	if (free_slot < 0 || sbx_janitors[free_slot].handle == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -109,19 +137,31 @@ sbx_janitor_start(Oid dboid, const char *name)
 }
 
 /*
- * Wait until no janitor works on database dboid.  A wake-up of the latch
- * that comes meanwhile (a caller's request) is kept for the main loop.
+ * Wait until no janitor works in database dboid, for a bounded time: an
+ * error (55P03) if one still does then.  A wake-up of the latch that comes
+ * meanwhile (a caller's request) is kept for the main loop.
  */
 void
 sbx_janitor_wait(Oid dboid)
 {
 	bool		woken = false;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Max(30000, 10 * sbx_lock_timeout));
 
 	while (sbx_janitor_running_for(dboid))
 	{
-		int			rc = WaitLatch(MyLatch,
-								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								   50L, PG_WAIT_EXTENSION);
+		int			rc;
+
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			if (woken)
+				SetLatch(MyLatch);
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("a pgsandbox janitor did not finish in time")));
+		}
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   50L, PG_WAIT_EXTENSION);
 
 		if (rc & WL_LATCH_SET)
 		{
@@ -141,39 +181,67 @@ sbx_janitors_running(void)
 	return sbx_janitors_check() > 0;
 }
 
-/* The janitor: connected to the sandbox database as superuser. */
+/*
+ * The janitor: connected to a database as superuser, its session hardened
+ * against the settings a sandbox role may have given its database.
+ */
 void
 sbx_janitor_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
+	SbxJanitorTarget target;
+	char		rolebuf[16];
+	char		dbbuf[16];
+	char		timeout[16];
+	const char *args[2] = {rolebuf, dbbuf};
 	List	   *gids = NIL;
+	char	   *revoke = NULL;
 	ListCell   *lc;
 
+	memcpy(&target, MyBgworkerEntry->bgw_extra, sizeof(target));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
 	pgstat_report_appname("pgsandbox janitor");
 	sbx_harden_session();
+	snprintf(timeout, sizeof(timeout), "%d", sbx_lock_timeout);
+	SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute("SELECT gid FROM pg_catalog.pg_prepared_xacts"
-					" WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not list prepared transactions");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	snprintf(rolebuf, sizeof(rolebuf), "%u", target.role);
+	snprintf(dbbuf, sizeof(dbbuf), "%u", target.db);
+	if (!OidIsValid(target.role))
+		args[0] = NULL;
+	if (!OidIsValid(target.db))
+		args[1] = NULL;
+
+	sbx_xact_begin("pgsandbox: looking for what holds a sandbox");
+	sbx_spi(psprintf("SELECT h.id FROM (%s) h"
+					 " WHERE h.kind = 'prepared' AND h.dboid = %u",
+					 sbx_holders_sql(), MyDatabaseId),
+			SPI_OK_SELECT, 2, args);
+	gids = sbx_keep_column(1);
+
+	/*
+	 * What this database grants the role (and shared objects do, which any
+	 * database may revoke), unless the role owns something here.
+	 */
+	if (target.drop_grants && OidIsValid(target.role))
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		gids = lappend(gids, SPI_getvalue(SPI_tuptable->vals[i],
-										  SPI_tuptable->tupdesc, 1));
-		MemoryContextSwitchTo(old);
+		sbx_spi(psprintf("SELECT a.rolname FROM pg_catalog.pg_authid a"
+						 " WHERE a.oid = $1::pg_catalog.oid"
+						 "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
+						 "                WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
+						 "                  AND s.refobjid = a.oid AND s.dbid IN (0, %u))"
+						 "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
+						 "                    WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
+						 "                      AND s.refobjid = a.oid AND s.dbid = %u"
+						 "                      AND s.deptype = 'o')",
+						 MyDatabaseId, MyDatabaseId),
+				SPI_OK_SELECT, 1, args);
+		if (SPI_processed == 1)
+			revoke = sbx_keep(sbx_spi_text(0, 1));
 	}
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	sbx_xact_commit();
 
 	foreach(lc, gids)
 	{
@@ -182,8 +250,14 @@ sbx_janitor_main(Datum main_arg)
 		FinishPreparedTransaction((const char *) lfirst(lc), false);
 		CommitTransactionCommand();
 		ereport(LOG,
-				(errmsg("rolled back prepared transaction \"%s\" of a sandbox being dropped",
+				(errmsg("rolled back prepared transaction \"%s\", which held a sandbox",
 						(const char *) lfirst(lc))));
+	}
+	if (revoke != NULL)
+	{
+		sbx_xact_begin("pgsandbox: revoking what a database grants a sandbox role");
+		sbx_run_utility(psprintf("DROP OWNED BY %s", quote_identifier(revoke)), NULL);
+		sbx_xact_commit();
 	}
 	proc_exit(0);
 }

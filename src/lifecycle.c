@@ -63,40 +63,6 @@ sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 }
 
 /*
- * A condition, in SQL, on a row of pgsandbox.sandbox (0.7): idle, that is a
- * sandbox with an idle timeout, not used for that long by what the catalog
- * knows, and with no client session open in its database (autovacuum does
- * not count).  clone() keeps idle timeouts within pgsandbox.max_ttl, so the
- * sum cannot overflow.
- */
-#define SBX_IDLE_SQL \
-	"(sandbox.idle_timeout IS NOT NULL AND sandbox.kind = 'sandbox'" \
-	" AND COALESCE(sandbox.last_used_at, sandbox.ready_at) + sandbox.idle_timeout" \
-	"     <= pg_catalog.now()" \
-	" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a" \
-	"                  WHERE a.datid = sandbox.db_oid" \
-	"                    AND a.backend_type = 'client backend'))"
-
-/*
- * A condition, in SQL, on a row of pgsandbox.sandbox, that it has expired:
- * past its expiry or (from 0.7) idle, with no session and no login noted in
- * the catalog for its idle timeout, and not protected (from 0.6).  A login
- * not yet flushed to the catalog is for the caller to check
- * (sbx_pending_login).  Needs a transaction.
- */
-static const char *
-sbx_expired_sql(void)
-{
-	if (!sbx_catalog_has_protection())
-		return "(expires_at <= pg_catalog.now())";
-	if (!sbx_catalog_has_usage())
-		return "(expires_at <= pg_catalog.now()"
-			" AND (protected_until IS NULL OR protected_until <= pg_catalog.now()))";
-	return "((expires_at <= pg_catalog.now() OR " SBX_IDLE_SQL ")"
-		" AND (protected_until IS NULL OR protected_until <= pg_catalog.now()))";
-}
-
-/*
  * Record the database clone job j fills, and its size when created, which
  * the progress view counts from.
  */
@@ -651,93 +617,6 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 }
 
 /*
- * Drop the database and the role recorded for a sandbox, if they exist and
- * are still the ones pgsandbox created.  A database with prepared
- * transactions needs a janitor first: with may_defer, one is started and
- * false returned, and the drop is to be tried again once it has stopped;
- * otherwise the janitor is waited for.  Returns true once all is dropped.
- */
-static bool
-sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
-				   bool may_defer)
-{
-	const char *args[3] = {name, role_oid, db_oid};
-	Oid			dboid = InvalidOid;
-	bool		have_role;
-	bool		have_prepared = false;
-	bool		is_template = false;
-	bool		leftovers;
-	bool		isnull;
-
-	if (role_oid == NULL)
-		return true;			/* the role was never made, so no database */
-
-	/*
-	 * First the role loses its login, so that its credentials open nothing
-	 * even if what follows fails.
-	 */
-	sbx_xact_begin("pgsandbox: looking up sandbox resources");
-	/* and whether a reset interrupted left databases the role owns */
-	sbx_spi("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database"
-			"                WHERE datdba = $2::oid"
-			"                  AND datname IN ($1 || '" SBX_RESET_SUFFIX "', $1 || '" SBX_OLD_SUFFIX "'))"
-			"  FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
-			SPI_OK_SELECT, 2, args);
-	have_role = (SPI_processed > 0);
-	leftovers = have_role && strcmp(sbx_spi_text(0, 1), "t") == 0;
-	if (have_role)
-		sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)), NULL);
-	/* an invalid database (a drop interrupted) can only be dropped */
-	sbx_spi("SELECT d.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p"
-			"                      WHERE p.database = d.datname),"
-			"       d.datistemplate AND d.datconnlimit <> -2"
-			" FROM pg_catalog.pg_database d"
-			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.oid = $3::oid)",
-			SPI_OK_SELECT, 3, args);
-	if (SPI_processed > 0)
-	{
-		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1, &isnull));
-		have_prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 2, &isnull));
-		is_template = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 3, &isnull));
-	}
-	sbx_xact_commit();
-
-	if (OidIsValid(dboid))
-	{
-		/* DROP DATABASE refuses a database with prepared transactions */
-		if (have_prepared)
-		{
-			sbx_janitor_start(dboid, name);
-			if (may_defer)
-				return false;
-			sbx_janitor_wait(dboid);
-		}
-		/* ... and a template, which its owner could make it before 0.8 */
-		if (is_template)
-			sbx_run_utility_xact(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
-										  quote_identifier(name)),
-								 "pgsandbox: dropping a sandbox database");
-		sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
-									  quote_identifier(name)),
-							 "pgsandbox: dropping a sandbox database");
-	}
-	/* what a reset interrupted may have left, which its role owns */
-	if (leftovers)
-		sbx_drop_reset_leftovers(name, role_oid, db_oid);
-
-	if (have_role)
-	{
-		sbx_xact_begin("pgsandbox: dropping a sandbox role");
-		sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(name)), NULL);
-		sbx_xact_commit();
-	}
-	return true;
-}
-
-/*
  * Undo a clone that did not finish: drop what it made and mark it failed
  * with the reason.  action is 'failed' for a clone that failed now and
  * 'cleanup' for one found unfinished after a restart.
@@ -784,138 +663,8 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 				  snapshot && strcmp(action, "failed") == 0 ? "snapshot_failed" : action,
 				  actor, reason);
 	sbx_xact_commit();
-}
 
-/*
- * Drop a live sandbox for 'by'.  A sandbox of another owner is, for an
- * actor who is not an admin, one that does not exist.  With
- * only_if_expired, a sandbox that is not (or no longer) live and expired is
- * left alone; otherwise such a name is an error.  may_defer: see
- * sbx_drop_resources.  action is 'drop', 'expire' or 'cleanup'.
- */
-SbxDropOutcome
-sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
-		 bool may_defer, const char *action)
-{
-	char		owner[16];
-	const char *args[2] = {name, owner};
-	char	   *status = NULL;
-	char	   *role_oid = NULL;
-	char	   *db_oid = NULL;
-	char	   *id = NULL;
-	bool		expired = false;
-	const char *idle_cols;
-	char	   *idle_secs = NULL;
-	char	   *idle_timeout = NULL;
-	TimestampTz last_used = 0;
-	char	   *detail = NULL;
-	bool		busy = false;
-
-	/*
-	 * Callers drop sandboxes only; the worker's own clean-up may meet a
-	 * snapshot or a pool member too.
-	 */
-	sbx_xact_begin("pgsandbox: looking up a sandbox");
-	snprintf(owner, sizeof(owner), "%u", by->role);
-	/* from 0.7: the idle timeout of a sandbox expired by idleness alone */
-	idle_cols = sbx_catalog_has_usage()
-		? ", CASE WHEN expires_at > pg_catalog.now()"
-		"   THEN pg_catalog.date_part('epoch', idle_timeout)::bigint END,"
-		" COALESCE(last_used_at, ready_at), idle_timeout"
-		: ", NULL, NULL, NULL";
-	/* from 0.8: a reset or a save under way holds the sandbox */
-	idle_cols = psprintf("%s, %s", idle_cols,
-						 sbx_catalog_has_saves() ? "reset_started_at IS NOT NULL" : "false");
-	if (by->is_admin)
-		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid%s"
-						 " FROM pgsandbox.sandbox WHERE name = $1%s", sbx_expired_sql(),
-						 idle_cols,
-						 by == &sbx_worker_actor ? "" : sbx_if_kinds(" AND kind = 'sandbox'")),
-				SPI_OK_SELECT, 1, args);
-	else
-		sbx_spi(psprintf("SELECT status, role_oid, id, %s, db_oid%s"
-						 " FROM pgsandbox.sandbox WHERE name = $1 AND owner_oid = $2::oid%s",
-						 sbx_expired_sql(), idle_cols, sbx_if_kinds(" AND kind = 'sandbox'")),
-				SPI_OK_SELECT, 2, args);
-	if (SPI_processed > 0)
-	{
-		char	   *exp = sbx_spi_text(0, 4);
-
-		status = sbx_keep(sbx_spi_text(0, 1));
-		role_oid = sbx_keep(sbx_spi_text(0, 2));
-		id = sbx_keep(sbx_spi_text(0, 3));
-		db_oid = sbx_keep(sbx_spi_text(0, 5));
-		expired = (exp != NULL && strcmp(exp, "t") == 0);
-		idle_secs = sbx_keep(sbx_spi_text(0, 6));
-		if (idle_secs != NULL)
-		{
-			bool		isnull;
-
-			last_used = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 7, &isnull));
-			idle_timeout = sbx_keep(sbx_spi_text(0, 8));
-		}
-		busy = (strcmp(sbx_spi_text(0, 9), "t") == 0);
-	}
-	sbx_xact_commit();
-
-	if (busy && only_if_expired)
-		return SBX_DROP_NOTHING;
-
-	if (only_if_expired && (status == NULL || strcmp(status, "ready") != 0 || !expired))
-		return SBX_DROP_NOTHING;
-
-	/*
-	 * Idle by the catalog, but logged into since its last flush: it lives
-	 * on.  (A login in the moment between here and the drop is ended.)
-	 */
-	if (only_if_expired && idle_secs != NULL)
-	{
-		TimestampTz pending = sbx_pending_login(atooid(role_oid));
-
-		if (pending != 0 &&
-			GetCurrentTimestamp() < TimestampTzPlusMilliseconds(pending,
-																pg_strtoint64(idle_secs) * 1000))
-			return SBX_DROP_NOTHING;
-		detail = psprintf("idle since %s (idle_timeout %s)",
-						  timestamptz_to_str(Max(last_used, pending)), idle_timeout);
-	}
-	if (status == NULL || strcmp(status, "failed") == 0 ||
-		strcmp(status, "dropped") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sandbox \"%s\" does not exist", name),
-				 status ? errdetail("It is %s.", status) : 0));
-	if (strcmp(status, "cloning") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sandbox \"%s\" is still being cloned", name),
-				 errhint("Drop it once its clone has finished.")));
-	if (busy)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("sandbox \"%s\" is being reset or saved", name),
-				 errhint("Drop it once reset() or save() has returned.")));
-
-	if (!sbx_drop_resources(name, role_oid, db_oid, may_defer))
-		return SBX_DROP_DEFERRED;
-
-	args[0] = id;
-	sbx_xact_begin("pgsandbox: marking a sandbox dropped");
-	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'dropped',"
-			" dropped_at = pg_catalog.now() WHERE id = $1::bigint",
-			SPI_OK_UPDATE, 1, args);
-	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
-			SPI_OK_DELETE, 1, args);
-	/* its saves go with it, once no copy reads them (sbx_drop_one_retired) */
-	if (sbx_catalog_has_saves())
-		sbx_spi("UPDATE pgsandbox.sandbox SET retired_at = pg_catalog.now()"
-				" WHERE kind = 'save' AND parent_id = $1::bigint"
-				"   AND status IN ('cloning', 'ready') AND retired_at IS NULL",
-				SPI_OK_UPDATE, 1, args);
-	sbx_log_event(name, action, by->name, detail);
-	sbx_xact_commit();
-	return SBX_DROP_DONE;
+	(void) sbx_drop_role(name, role_oid);
 }
 
 /*
@@ -991,168 +740,6 @@ sbx_protect(const char *name, const SbxActor *by, TimestampTz until)
 const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
 
 /*
- * Drop a ready snapshot or pool member, which no one is connected to, and
- * record why.  Returns false if the row is no longer one to drop.
- */
-static bool
-sbx_drop_tracked(int64 id, const char *reason)
-{
-	char		idbuf[32];
-	const char *args[1] = {idbuf};
-	char	   *name;
-	char	   *role_oid;
-	char	   *db_oid;
-
-	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, id);
-	sbx_xact_begin("pgsandbox: looking up a snapshot or pool member");
-	sbx_spi("SELECT name, role_oid, db_oid FROM pgsandbox.sandbox"
-			" WHERE id = $1::bigint AND status = 'ready' AND kind <> 'sandbox'",
-			SPI_OK_SELECT, 1, args);
-	if (SPI_processed != 1)
-	{
-		sbx_xact_commit();
-		return false;
-	}
-	name = sbx_keep(sbx_spi_text(0, 1));
-	role_oid = sbx_keep(sbx_spi_text(0, 2));
-	db_oid = sbx_keep(sbx_spi_text(0, 3));
-	sbx_xact_commit();
-
-	(void) sbx_drop_resources(name, role_oid, db_oid, false);
-
-	sbx_xact_begin("pgsandbox: marking a snapshot or pool member dropped");
-	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'dropped',"
-			" dropped_at = pg_catalog.now() WHERE id = $1::bigint",
-			SPI_OK_UPDATE, 1, args);
-	sbx_spi("DELETE FROM pgsandbox.sandbox_secret WHERE sandbox_id = $1::bigint",
-			SPI_OK_DELETE, 1, args);
-	sbx_log_event(name, "drop", SBX_WORKER_ACTOR, reason);
-	sbx_xact_commit();
-	return true;
-}
-
-/* snapshots and pool members whose drop failed, and when */
-typedef struct SbxDropFailure
-{
-	int64		id;
-	TimestampTz at;
-} SbxDropFailure;
-
-static List *sbx_drop_failures = NIL;	/* in TopMemoryContext */
-
-/* Whether a running clone job copies snapshot id (it still reads its role). */
-static bool
-sbx_snapshot_in_use(int64 id)
-{
-	bool		in_use = false;
-
-	LWLockAcquire(sbx_shared->lock, LW_SHARED);
-	for (int j = 0; j < SBX_MAX_CLONE_JOBS; j++)
-	{
-		if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].snapshot_id == id)
-			in_use = true;
-	}
-	LWLockRelease(sbx_shared->lock);
-	return in_use;
-}
-
-/*
- * sbx_drop_tracked for the worker's upkeep.  A snapshot that a copy still
- * reads is left for later; a drop that fails (a role that something
- * elsewhere still depends on) is logged and not tried again for a minute,
- * so that it does not hold up the others.  Returns whether the row was
- * dropped.
- */
-static bool
-sbx_drop_tracked_or_wait(int64 id, const char *reason)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	TimestampTz now = GetCurrentTimestamp();
-	SbxDropFailure *failure = NULL;
-	volatile bool dropped = false;
-	ListCell   *lc;
-
-	if (sbx_snapshot_in_use(id))
-		return false;
-	foreach(lc, sbx_drop_failures)
-	{
-		SbxDropFailure *f = lfirst(lc);
-
-		if (f->id != id)
-			continue;
-		if (!TimestampDifferenceExceeds(f->at, now, 60 * 1000))
-			return false;
-		failure = f;
-	}
-	PG_TRY();
-	{
-		dropped = sbx_drop_tracked(id, reason);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop snapshot or pool member " INT64_FORMAT ", will try again in a minute",
-						id),
-				 errdetail_internal("%s", edata->message)));
-		if (failure == NULL)
-		{
-			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-			failure = palloc(sizeof(SbxDropFailure));
-			failure->id = id;
-			sbx_drop_failures = lappend(sbx_drop_failures, failure);
-			MemoryContextSwitchTo(old);
-		}
-		failure->at = GetCurrentTimestamp();
-	}
-	PG_END_TRY();
-	if (dropped && failure != NULL)
-	{
-		sbx_drop_failures = list_delete_ptr(sbx_drop_failures, failure);
-		pfree(failure);
-	}
-	return dropped;
-}
-
-/*
- * Drop the first of these snapshots or pool members (ids as text, with the
- * reason of each) that can be dropped now.  Returns whether one was.
- */
-bool
-sbx_drop_first_of(List *ids, List *reasons)
-{
-	ListCell   *lc1;
-	ListCell   *lc2;
-
-	forboth(lc1, ids, lc2, reasons)
-	{
-		if (sbx_drop_tracked_or_wait(pg_strtoint64(lfirst(lc1)), lfirst(lc2)))
-			return true;
-	}
-	return false;
-}
-
-/* Names of live sandboxes whose time is up, oldest expiry first. */
-List *
-sbx_expired_sandboxes(void)
-{
-	List	   *names;
-
-	sbx_xact_begin("pgsandbox: looking for expired sandboxes");
-	sbx_spi(psprintf("SELECT name FROM pgsandbox.sandbox"
-					 " WHERE status = 'ready'%s%s AND %s"
-					 " ORDER BY expires_at, name", sbx_if_kinds(" AND kind = 'sandbox'"),
-					 sbx_catalog_has_saves() ? " AND reset_started_at IS NULL" : "",
-					 sbx_expired_sql()),
-			SPI_OK_SELECT, 0, NULL);
-	names = sbx_keep_column(1);
-	sbx_xact_commit();
-	return names;
-}
-
-/*
  * Clone workers of a previous run may still be running (this worker
  * exited, and the postmaster did not restart): end them, and wait for them,
  * before what they were doing is reconciled, so that none of them makes a
@@ -1185,8 +772,8 @@ sbx_end_orphan_clone_workers(void)
 
 /*
  * What a start or a restart must reconcile: the ids of the sandboxes left
- * 'cloning', and of the 'ready' ones whose database has gone (a crash in
- * the middle of a drop).  Call it before any clone starts; each id is then
+ * 'cloning' or 'dropping', and of the 'ready' ones whose database has gone
+ * (a crash in the middle of a drop before 0.9).  Call it before any clone starts; each id is then
  * handled by sbx_reconcile_one, one at a time.
  */
 List *
@@ -1198,7 +785,7 @@ sbx_reconcile_todo(void)
 
 	sbx_xact_begin("pgsandbox: reconciling the catalog");
 	sbx_spi(psprintf("SELECT id FROM pgsandbox.sandbox s"
-			" WHERE status = 'cloning'%s"
+			" WHERE status IN ('cloning', 'dropping')%s"
 			"    OR (status = 'ready'"
 			"        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
 			"                         WHERE d.datname = s.name"
@@ -1216,8 +803,8 @@ sbx_reconcile_todo(void)
 
 /*
  * Reconcile one sandbox found by sbx_reconcile_todo: a clone left unfinished
- * is undone, and a ready sandbox whose database has gone has its role
- * dropped and is marked dropped.  Whatever it finds already settled is left
+ * is undone, a drop left unfinished is finished, and a ready sandbox whose
+ * database has gone has its role dropped and is marked dropped.  Whatever it finds already settled is left
  * alone, so that a failed attempt can simply be repeated.
  */
 void
@@ -1235,7 +822,7 @@ sbx_reconcile_one(int64 sandbox_id)
 	sbx_xact_begin("pgsandbox: reconciling a sandbox");
 	sbx_spi("SELECT status, name FROM pgsandbox.sandbox s"
 			" WHERE id = $1::bigint"
-			"   AND (status = 'cloning'"
+			"   AND (status IN ('cloning', 'dropping')"
 			"        OR (status = 'ready'"
 			"            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
 			"                             WHERE d.datname = s.name"
@@ -1257,6 +844,12 @@ sbx_reconcile_one(int64 sandbox_id)
 					   "cleanup", SBX_WORKER_ACTOR);
 		ereport(LOG,
 				(errmsg("cleaned up sandbox \"%s\", left unfinished by a restart", name)));
+	}
+	else if (strcmp(status, "dropping") == 0)
+	{
+		if (sbx_drop(name, &sbx_worker_actor, false, false, "cleanup") == SBX_DROP_DONE)
+			ereport(LOG,
+					(errmsg("finished dropping sandbox \"%s\", whose drop was interrupted", name)));
 	}
 	else if (strcmp(status, "ready") == 0)
 	{

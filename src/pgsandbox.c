@@ -54,6 +54,7 @@ int			sbx_max_size_per_owner = 0;
 int			sbx_max_sandbox_size = 0;
 int			sbx_size_check_interval = 30;
 bool		sbx_read_only_setting = false;
+int			sbx_lock_timeout = 1000;
 
 static const struct config_enum_entry sbx_copy_strategy_options[] = {
 	{"wal_log", SBX_COPY_WAL_LOG, false},
@@ -161,6 +162,15 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.lock_timeout",
+							"Longest the lifecycle worker waits for a lock on a sandbox's role or database.",
+							"A step that waits longer is given up, recorded with what held the lock, and tried again later.",
+							&sbx_lock_timeout,
+							1000, 10, 600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("pgsandbox.max_concurrent_clones",
 							"Number of clones that may run at the same time.",
@@ -369,72 +379,62 @@ sbx_require_arg(FunctionCallInfo fcinfo, int n, const char *argname)
 }
 
 /*
- * Whether the catalog is at least version 0.3's, with snapshots and pools
- * (the sandbox table's kind column).  Between a restart with a new library
- * and ALTER EXTENSION pgsandbox UPDATE the catalog is an older version's:
- * clones, drops and the reaper then use the statements that version knows,
- * and snapshots and pools wait for the update.  Needs a transaction.
+ * Whether pgsandbox's catalog table 'table' has column 'column'.  Between a
+ * restart with a new library and ALTER EXTENSION pgsandbox UPDATE the
+ * catalog is an older version's: clones, drops and the reaper then use the
+ * statements that version knows, and what it lacks waits for the update.
+ * Each version's catalog is told by a column it added.  Needs a
+ * transaction.
  */
+static bool
+sbx_catalog_has_column(const char *table, const char *column)
+{
+	Oid			nsp = get_namespace_oid("pgsandbox", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid(table, nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, column) != InvalidAttrNumber;
+}
+
+/* 0.3: snapshots and pools (the sandbox table's kind column) */
 bool
 sbx_catalog_has_kinds(void)
 {
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
-
-	return OidIsValid(rel) && get_attnum(rel, "kind") != InvalidAttrNumber;
+	return sbx_catalog_has_column("sandbox", "kind");
 }
 
-/*
- * Whether sources have generations (the catalog is at least version 0.5's).
- * Needs a transaction.
- */
+/* 0.5: sources have generations */
 bool
 sbx_catalog_has_generations(void)
 {
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("source", nsp) : InvalidOid;
-
-	return OidIsValid(rel) && get_attnum(rel, "generation") != InvalidAttrNumber;
+	return sbx_catalog_has_column("source", "generation");
 }
 
-/*
- * Whether sandboxes can be protected (the catalog is at least version
- * 0.6's).  Needs a transaction.
- */
+/* 0.6: sandboxes can be protected */
 bool
 sbx_catalog_has_protection(void)
 {
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
-
-	return OidIsValid(rel) && get_attnum(rel, "protected_until") != InvalidAttrNumber;
+	return sbx_catalog_has_column("sandbox", "protected_until");
 }
 
-/*
- * Whether the catalog tracks the use and size of sandboxes, for idle
- * expiry, the disk budget and the metrics (version 0.7's).  Needs a
- * transaction.
- */
+/* 0.7: the use and size of sandboxes, for idle expiry, budget and metrics */
 bool
 sbx_catalog_has_usage(void)
 {
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
-
-	return OidIsValid(rel) && get_attnum(rel, "read_only_at") != InvalidAttrNumber;
+	return sbx_catalog_has_column("sandbox", "read_only_at");
 }
 
-/*
- * Whether the catalog has resets and saves (version 0.8's).  Needs a
- * transaction.
- */
+/* 0.8: resets and saves */
 bool
 sbx_catalog_has_saves(void)
 {
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("sandbox", nsp) : InvalidOid;
+	return sbx_catalog_has_column("sandbox", "reset_started_at");
+}
 
-	return OidIsValid(rel) && get_attnum(rel, "reset_started_at") != InvalidAttrNumber;
+/* 0.9: drops under way are marked 'dropping', blocked steps recorded */
+bool
+sbx_catalog_has_dropping(void)
+{
+	return sbx_catalog_has_column("sandbox", "drop_started_at");
 }
 
 /*

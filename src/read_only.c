@@ -26,6 +26,10 @@
  *	 by the planner, and commands allowed in read-only transactions that
  *	 still rewrite data (VACUUM FULL, CLUSTER, REINDEX, ANALYZE).
  *
+ * - No prepared transaction commits (COMMIT PREPARED is refused with 25006):
+ *	 the worker rolls back those prepared while the sandbox was writable
+ *	 when it makes it read-only, and this stops one prepared in between.
+ *
  * What such a transaction wrote before its commit was refused is rolled
  * back: a rewritten relation's new files are removed, and space taken in
  * existing ones is reused once vacuumed; it does not add up across
@@ -66,6 +70,13 @@ sbx_read_only_process_utility(PlannedStmt *pstmt, const char *queryString,
 	/* a transaction's first statement may be BEGIN: it starts read-only */
 	if (sbx_read_only_setting && IsTransactionState())
 		XactReadOnly = true;
+	if (sbx_read_only_setting && IsA(pstmt->utilityStmt, TransactionStmt) &&
+		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT_PREPARED)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot commit a prepared transaction in a read-only sandbox"),
+				 errdetail("The sandbox grew past pgsandbox.max_sandbox_size: pgsandbox.read_only is on in its database."),
+				 errhint("Roll it back with ROLLBACK PREPARED.")));
 	if (prev_process_utility_hook)
 		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context,
 								  params, queryEnv, dest, qc);

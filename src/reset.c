@@ -43,53 +43,63 @@
 #include "utils/timestamp.h"
 
 /*
- * Close database 'name' (dboid) to connections and end its sessions, as
- * DROP DATABASE ... WITH (FORCE) would.  Prepared transactions are rolled
- * back first with rollback_prepared (by a janitor, which must connect), and
- * are an error otherwise.  Returns how many client sessions were ended.
+ * Close database 'name' (dboid), whose role is 'role', to connections and
+ * end its sessions, as DROP DATABASE ... WITH (FORCE) would, for 'step'
+ * ("reset", "save").  The way is cleared first (lock_holders.c): the
+ * sessions are ended before the database is altered, since one of them
+ * may hold its catalog row in an open transaction.  Prepared transactions
+ * in the database itself are rolled back with rollback_prepared, and are an
+ * error otherwise; those elsewhere that hold the role or the database are
+ * rolled back in any case.  A step blocked on a lock is recorded and raised
+ * (55P03).  Returns how many client sessions were ended.
  */
 int
-sbx_end_sessions(const char *name, Oid dboid, bool rollback_prepared)
+sbx_end_sessions(const char *name, Oid role, Oid dboid, bool rollback_prepared,
+				 const char *step)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	char		oidbuf[16];
 	const char *args[1] = {oidbuf};
 	bool		isnull;
 	int64		prepared;
-	int64		sessions;
+	volatile int64 sessions = 0;
 
 	snprintf(oidbuf, sizeof(oidbuf), "%u", dboid);
-	sbx_xact_begin("pgsandbox: looking for a database's prepared transactions");
-	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_xacts p"
-			"  JOIN pg_catalog.pg_database d ON d.datname = p.database"
-			" WHERE d.oid = $1::oid", SPI_OK_SELECT, 1, args);
+	sbx_xact_begin("pgsandbox: looking for a database's sessions");
+	sbx_spi("SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_xacts p"
+			"          JOIN pg_catalog.pg_database d ON d.datname = p.database"
+			"         WHERE d.oid = $1::oid),"
+			"       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity"
+			"         WHERE datid = $1::oid AND backend_type = 'client backend')",
+			SPI_OK_SELECT, 1, args);
 	prepared = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 1, &isnull));
-	sbx_xact_commit();
-	if (prepared > 0)
-	{
-		if (!rollback_prepared)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("sandbox \"%s\" has prepared transactions", name),
-					 errhint("Commit or roll them back (COMMIT PREPARED, ROLLBACK PREPARED) first.")));
-		sbx_janitor_start(dboid, name);
-		sbx_janitor_wait(dboid);
-	}
-
-	sbx_xact_begin("pgsandbox: closing a sandbox database");
-	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
-							 quote_identifier(name)), NULL);
-	sbx_xact_commit();
-
-	sbx_xact_begin("pgsandbox: ending a sandbox's sessions");
-	sbx_spi("SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity"
-			" WHERE datid = $1::oid AND backend_type = 'client backend'",
-			SPI_OK_SELECT, 1, args);
 	sessions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-	/* those in the process array, even if not yet in pg_stat_activity */
-	TerminateOtherDBBackends(dboid);
+										   SPI_tuptable->tupdesc, 2, &isnull));
 	sbx_xact_commit();
+	if (prepared > 0 && !rollback_prepared)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("sandbox \"%s\" has prepared transactions", name),
+				 errhint("Commit or roll them back (COMMIT PREPARED, ROLLBACK PREPARED) first.")));
+
+	PG_TRY();
+	{
+		(void) sbx_clear_way(name, role, dboid, false);
+		sbx_run_utility_xact(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false",
+									  quote_identifier(name)),
+							 "pgsandbox: closing a sandbox database");
+		/* and those that came in between */
+		sbx_xact_begin("pgsandbox: ending a sandbox's sessions");
+		TerminateOtherDBBackends(dboid);
+		sbx_xact_commit();
+	}
+	PG_CATCH();
+	{
+		sbx_rethrow_blocked(sbx_catch_error(cxt), name, step, role, dboid,
+							"Try again once the session or transaction named has ended.");
+	}
+	PG_END_TRY();
 	return (int) sessions;
 }
 
@@ -264,9 +274,23 @@ sbx_create_reset_role(SbxCloneJob *job)
 	char		idbuf[32];
 	const char *args[2] = {job->name, idbuf};
 	char	   *verifier;
+	char	   *leftover;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
+
+	/* a previous reset's role, left behind, goes first */
+	sbx_xact_begin("pgsandbox: looking for a previous reset's role");
+	sbx_spi("SELECT reset_role FROM pgsandbox.sandbox WHERE id = $2::bigint",
+			SPI_OK_SELECT, 2, args);
+	leftover = SPI_processed == 1 ? sbx_keep(sbx_spi_text(0, 1)) : NULL;
+	sbx_xact_commit();
+	if (leftover != NULL && !sbx_drop_role(job->name, leftover))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("the role of a previous reset of this sandbox is not dropped yet"),
+				 errhint("pgsandbox drops it once nothing holds it; try again later.")));
 
 	sbx_random_string(job->password, SBX_PASSWORD_LEN, SBX_PASSWORD_ALPHABET);
-	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	sbx_xact_begin("pgsandbox: creating a reset's role");
 	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
 	sbx_run_utility(psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
@@ -439,7 +463,9 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	bool		isnull;
 	Oid			old_dboid;
 	Oid			new_dboid;
+	Oid			role;
 	int			ended;
+	MemoryContext cxt = CurrentMemoryContext;
 	char	   *old_name = psprintf("%s" SBX_OLD_SUFFIX, job->reset_of);
 	TimestampTz result;
 
@@ -447,7 +473,7 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	args[0] = idbuf;
 	args[1] = job->dbname;
 	sbx_xact_begin("pgsandbox: looking up a reset's databases");
-	sbx_spi("SELECT s.db_oid, d.oid FROM pgsandbox.sandbox s"
+	sbx_spi("SELECT s.db_oid, d.oid, s.role_oid FROM pgsandbox.sandbox s"
 			"  JOIN pg_catalog.pg_database d ON d.datname = $2 AND d.datdba = s.role_oid"
 			" WHERE s.id = $1::bigint AND s.status = 'ready'"
 			"   AND s.reset_started_at IS NOT NULL", SPI_OK_SELECT, 2, args);
@@ -457,11 +483,13 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 											   SPI_tuptable->tupdesc, 1, &isnull));
 	new_dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 2, &isnull));
+	role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 3, &isnull));
 	sbx_xact_commit();
 
 	/* the role may have logged into the new one too: end those as well */
-	ended = sbx_end_sessions(job->reset_of, old_dboid, true);
-	(void) sbx_end_sessions(job->dbname, new_dboid, true);
+	ended = sbx_end_sessions(job->reset_of, role, old_dboid, true, "reset");
+	(void) sbx_end_sessions(job->dbname, role, new_dboid, true, "reset");
 
 	snprintf(newoid, sizeof(newoid), "%u", new_dboid);
 	strlcpy(data_as_of, timestamptz_to_str(job->data_as_of), sizeof(data_as_of));
@@ -479,14 +507,26 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	args[8] = job->snapshot_id ? NULL : generation;
 
 	sbx_xact_begin("pgsandbox: swapping in a reset's database");
-	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
-							 quote_identifier(job->reset_of), quote_identifier(old_name)), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
-							 quote_identifier(job->dbname), quote_identifier(job->reset_of)), NULL);
-	sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
-							 quote_identifier(job->reset_of)), NULL);
-	/* settings the role gave itself go too; it had none at the start */
-	sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->reset_of)), NULL);
+	PG_TRY();
+	{
+		sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
+								 quote_identifier(job->reset_of), quote_identifier(old_name)),
+						NULL);
+		sbx_run_utility(psprintf("ALTER DATABASE %s RENAME TO %s",
+								 quote_identifier(job->dbname), quote_identifier(job->reset_of)),
+						NULL);
+		sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
+								 quote_identifier(job->reset_of)), NULL);
+		/* settings the role gave itself go too; it had none at the start */
+		sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->reset_of)),
+						NULL);
+	}
+	PG_CATCH();
+	{
+		sbx_rethrow_blocked(sbx_catch_error(cxt), job->reset_of, "reset", role, old_dboid,
+							"Try again once the session or transaction named has ended.");
+	}
+	PG_END_TRY();
 
 	/*
 	 * A copy keeps the rules_version and masking of what it copies; a dump
@@ -552,10 +592,6 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *reset
 											   SPI_tuptable->tupdesc, 1, &isnull));
 		prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 2, &isnull));
-		/* the janitor below must connect to it */
-		if (prepared)
-			sbx_run_utility(psprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true",
-									 quote_identifier(name)), NULL);
 		/* DROP DATABASE refuses a template */
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
 									   &isnull)))
@@ -568,7 +604,7 @@ sbx_drop_side_database(const char *name, const char *role_oid, const char *reset
 	/* the janitor rolls back what DROP DATABASE would refuse */
 	if (prepared)
 	{
-		sbx_janitor_start(dboid, name);
+		sbx_janitor_start(dboid, name, InvalidOid, dboid, false);
 		sbx_janitor_wait(dboid);
 	}
 	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
@@ -604,6 +640,7 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 	char	   *db_oid;
 	char	   *reset_role;
 	bool		live;
+	bool		role_gone = true;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
 	sbx_xact_begin("pgsandbox: looking up a sandbox left by a reset");
@@ -660,23 +697,21 @@ sbx_reset_cleanup(int64 sandbox_id, bool interrupted)
 		sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid,
 							   NULL, db_oid);
 	}
-	/* the role a dump was filled as, once its database is gone */
+	/*
+	 * The role a dump was filled as, once its database is gone.  One that
+	 * cannot be dropped yet (another role granted it something, or holds a
+	 * lock on it) is left without login, recorded in reset_role, and
+	 * dropped by a later pass of the reaper (drop.c): the sandbox is
+	 * settled all the same.
+	 */
 	if (reset_role != NULL)
-	{
-		const char *roleargs[2] = {psprintf("%s" SBX_RESET_SUFFIX, name), reset_role};
-
-		sbx_xact_begin("pgsandbox: dropping a reset's role");
-		sbx_spi("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1 AND oid = $2::oid",
-				SPI_OK_SELECT, 2, roleargs);
-		if (SPI_processed == 1)
-			sbx_run_utility(psprintf("DROP ROLE %s", quote_identifier(roleargs[0])), NULL);
-		sbx_xact_commit();
-	}
+		role_gone = sbx_drop_role(psprintf("%s" SBX_RESET_SUFFIX, name), reset_role);
 
 	/* and the mark last, so that a failure above is tried again */
 	sbx_xact_begin("pgsandbox: unmarking a sandbox");
-	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = NULL, reset_role = NULL"
-			" WHERE id = $1::bigint", SPI_OK_UPDATE, 1, args);
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox SET reset_started_at = NULL%s"
+					 " WHERE id = $1::bigint", role_gone ? ", reset_role = NULL" : ""),
+			SPI_OK_UPDATE, 1, args);
 	if (interrupted)
 		sbx_log_event(name, "cleanup", SBX_WORKER_ACTOR,
 					  "A reset or save left unfinished (by a restart, or a clean-up that failed) was cleaned up; the sandbox holds the data its name held then.");

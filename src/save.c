@@ -248,7 +248,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	sbx_create_role(job);
 
 	/* the copy needs the sandbox without sessions */
-	ended = sbx_end_sessions(parent_name, row.dboid, false);
+	ended = sbx_end_sessions(parent_name, InvalidOid, row.dboid, false, "save");
 	sbx_xact_begin("pgsandbox: lending a sandbox's database to a save");
 	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s", quote_identifier(parent_name),
 							 quote_identifier(GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false))),

@@ -361,6 +361,22 @@ sbx_drop_one_retired(void)
 }
 
 /*
+ * Whether a scheduled snapshot build is due, without starting it (the
+ * worker keeps a clone job for it then).  Needs a worker transaction.
+ */
+bool
+sbx_scheduled_build_due(void)
+{
+	sbx_spi("SELECT 1 FROM pgsandbox.snapshot_plan p"
+			" WHERE p.next_run_at <= pg_catalog.now()"
+			"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+			"                    WHERE s.kind = 'snapshot' AND s.status = 'cloning'"
+			"                      AND s.source = p.source AND s.schema_only = p.schema_only)"
+			" LIMIT 1", SPI_OK_SELECT, 0, NULL);
+	return SPI_processed > 0;
+}
+
+/*
  * The next snapshot whose schedule is due, or whose retake a change of its
  * source's rules asked for (rules.c), if any, and no build of it is under
  * way: its next run is set from now (none without a schedule), and true

@@ -96,6 +96,12 @@ static List *sbx_reconcile_ids = NIL;	/* ids (text) still to reconcile */
 static bool sbx_catalog_current = false;
 
 /*
+ * A scheduled snapshot build or a pool fill is due and every clone job is
+ * taken: callers leave the next free job to it (sbx_serve_requests).
+ */
+static bool sbx_background_waits = false;
+
+/*
  * Whether snapshots, plans or pools may exist, and whether a pool may be
  * set.  Only the worker makes them (serving snapshot requests), and the
  * upkeep timer clears these when it finds none; while they are false, the
@@ -134,23 +140,6 @@ sbx_register_lifecycle_worker(void)
 	strlcpy(worker.bgw_name, "pgsandbox worker", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "pgsandbox worker", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
-}
-
-/*
- * In a PG_CATCH block: take the error, abort the transaction, and return
- * the error data in the given (long enough lived) context.
- */
-ErrorData *
-sbx_catch_error(MemoryContext cxt)
-{
-	ErrorData  *edata;
-
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	MemoryContextSwitchTo(cxt);
-	return edata;
 }
 
 static void
@@ -1022,7 +1011,8 @@ sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
 
 /*
  * Serve pending requests in the order they came: drops and extends at once,
- * clones while fewer than max_concurrent_clones run.
+ * clones while fewer than max_concurrent_clones run, less the one kept for
+ * background work that waits for it (sbx_upkeep_step).
  */
 static void
 sbx_serve_requests(bool ready, int running)
@@ -1033,7 +1023,8 @@ sbx_serve_requests(bool ready, int running)
 	foreach(lc, pending)
 	{
 		int			slot = lfirst_int(lc);
-		int			j = running < sbx_max_concurrent_clones ? sbx_free_clone_job() : -1;
+		int			j = running < sbx_max_concurrent_clones - (sbx_background_waits ? 1 : 0)
+			? sbx_free_clone_job() : -1;
 		SbxRequest	req;
 
 		/* with no clone job free, a clone may still be handed out */
@@ -1083,8 +1074,10 @@ sbx_reap_interval(void)
 }
 
 /*
- * The reaper: drop expired sandboxes, one a step, so that callers are
- * served in between.  A new round lists the sandboxes expired by then.
+ * The reaper: drop expired sandboxes, and finish the drops that were
+ * blocked, one a step, so that callers are served in between.  A new round
+ * lists those due by then; once none is, a role a drop had to leave behind
+ * is dropped (drop.c).
  */
 static bool
 sbx_reap_step(void)
@@ -1097,10 +1090,13 @@ sbx_reap_step(void)
 		List	   *names = NIL;
 		ListCell   *lc;
 		MemoryContext old;
+		volatile bool more = false;
 
 		PG_TRY();
 		{
 			names = sbx_expired_sandboxes();
+			if (names == NIL)
+				more = sbx_drop_one_leftover_role();
 		}
 		PG_CATCH();
 		{
@@ -1117,29 +1113,16 @@ sbx_reap_step(void)
 			sbx_reap_todo = lappend(sbx_reap_todo, pstrdup(lfirst(lc)));
 		MemoryContextSwitchTo(old);
 		if (sbx_reap_todo == NIL)
-			return false;
+			return more;
 	}
 
 	name = pstrdup(linitial(sbx_reap_todo));
 	pfree(linitial(sbx_reap_todo));
 	sbx_reap_todo = list_delete_first(sbx_reap_todo);
 
-	PG_TRY();
-	{
-		/* a sandbox extended meanwhile is left alone */
-		if (sbx_drop(name, &sbx_worker_actor, true, true, "expire") == SBX_DROP_DONE)
-			ereport(LOG,
-					(errmsg("dropped expired sandbox \"%s\"", name)));
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop expired sandbox \"%s\"", name),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
+	if (sbx_reap_one(name))
+		ereport(LOG,
+				(errmsg("dropped expired sandbox \"%s\"", name)));
 	return sbx_reap_todo != NIL;
 }
 
@@ -1258,13 +1241,29 @@ sbx_upkeep_step(void)
 		sbx_snapshots_may_exist = sbx_snapshots_in_use(&pools);
 		sbx_pools_may_exist = pools;
 		if (!sbx_snapshots_may_exist)
-			;					/* nothing to look after: the timer sleeps */
+			sbx_background_waits = false;	/* nothing to look after: the timer sleeps */
 		else if (sbx_drop_one_retired() || sbx_pool_drop_one_stale())
 			more = true;
-		else if (running < sbx_max_concurrent_clones &&
-				 background < Max(1, sbx_max_concurrent_clones - 1) &&
-				 (j = sbx_free_clone_job()) >= 0)
+		else if (background >= Max(1, sbx_max_concurrent_clones - 1))
+			sbx_background_waits = false;	/* at its share already */
+		else if (running >= sbx_max_concurrent_clones ||
+				 (j = sbx_free_clone_job()) < 0)
 		{
+			/* callers hold every job: keep the next one free for this */
+			sbx_xact_begin("pgsandbox: looking for background work");
+			sbx_background_waits = sbx_scheduled_build_due();
+			sbx_xact_commit();
+			if (!sbx_background_waits)
+			{
+				bool		need_snapshot;
+
+				sbx_background_waits = sbx_pool_next_fill(source, &schema_only,
+														  &need_snapshot);
+			}
+		}
+		else
+		{
+			sbx_background_waits = false;
 			/* a start that fails waits for the next interval */
 			if (sbx_next_scheduled_build(source, &schema_only))
 				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
@@ -1295,6 +1294,7 @@ sbx_upkeep_step(void)
 	{
 		ErrorData  *edata = sbx_catch_error(cxt);
 
+		sbx_background_waits = false;
 		ereport(WARNING,
 				(errmsg("could not look after snapshots and pools"),
 				 errdetail_internal("%s", edata->message)));

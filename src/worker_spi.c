@@ -26,6 +26,7 @@
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -63,6 +64,23 @@ sbx_xact_commit(void)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(sbx_outer_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * In a PG_CATCH block: take the error, abort the transaction, and return
+ * the error data in the given (long enough lived) context.
+ */
+ErrorData *
+sbx_catch_error(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	return edata;
 }
 
 #define SBX_SPI_MAX_ARGS 12
@@ -127,7 +145,9 @@ sbx_log_event(const char *sandbox, const char *action, const char *actor,
 /*
  * Run one utility statement as a top-level command of the current
  * transaction, the way a client's simple query would, so that CREATE and
- * DROP DATABASE are allowed.  If password_secret is given, the statement is
+ * DROP DATABASE are allowed.  It waits at most pgsandbox.lock_timeout for a
+ * lock: the roles and databases it alters can be locked by other roles
+ * (lock_holders.c), and a lock timeout (55P03) gives the step up.  If password_secret is given, the statement is
  * a CREATE ROLE or an ALTER ROLE and the secret is added to its options as a
  * parse node, so that it appears in no query text (and so in no log line or
  * error context).
@@ -138,6 +158,7 @@ sbx_run_utility(const char *sql, const char *password_secret)
 	List	   *parsetree = pg_parse_query(sql);
 	RawStmt    *raw;
 	PlannedStmt *pstmt;
+	char		timeout[16];
 
 	if (list_length(parsetree) != 1)
 		elog(ERROR, "pgsandbox expected one utility statement");
@@ -155,6 +176,10 @@ sbx_run_utility(const char *sql, const char *password_secret)
 			castNode(AlterRoleStmt, raw->stmt)->options =
 				lappend(castNode(AlterRoleStmt, raw->stmt)->options, password);
 	}
+
+	snprintf(timeout, sizeof(timeout), "%d", sbx_lock_timeout);
+	(void) set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE,
+							 GUC_ACTION_LOCAL, true, 0, false);
 
 	pstmt = makeNode(PlannedStmt);
 	pstmt->commandType = CMD_UTILITY;

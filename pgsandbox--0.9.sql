@@ -1,4 +1,4 @@
-/* pgsandbox--0.8.sql: catalog, views and functions of pgsandbox */
+/* pgsandbox--0.9.sql: catalog, views and functions of pgsandbox */
 
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
@@ -76,7 +76,7 @@ CREATE TABLE pgsandbox.sandbox (
 	source		text NOT NULL,
 	schema_only	boolean NOT NULL,
 	status		text NOT NULL
-				CHECK (status IN ('cloning', 'ready', 'failed', 'dropped')),
+				CHECK (status IN ('cloning', 'ready', 'failed', 'dropped', 'dropping')),
 	labels		jsonb NOT NULL DEFAULT '{}',
 	requested_by name NOT NULL,
 	owner_oid	oid NOT NULL,	-- the role that asked for it
@@ -123,7 +123,10 @@ CREATE TABLE pgsandbox.sandbox (
 	parent_id	bigint,
 	label		text,
 	reset_started_at timestamptz,
-	reset_role	oid
+	reset_role	oid,
+	-- when a drop began: a row 'dropping' is no longer live, and the
+	-- worker finishes its drop whatever blocked or interrupted it
+	drop_started_at timestamptz
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -152,7 +155,7 @@ CREATE TABLE pgsandbox.event (
 				CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
 								  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
 								  'handout', 'pool_fill', 'protect', 'unprotect',
-								  'read_only', 'reset', 'reset_failed', 'save')),
+								  'read_only', 'reset', 'reset_failed', 'save', 'blocked')),
 	actor		text NOT NULL,
 	detail		text
 );

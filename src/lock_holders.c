@@ -1,0 +1,245 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_holders.c
+ *	  What holds a lock on a sandbox's role or database, clearing it away
+ *	  before the lifecycle worker alters or drops them, and recording a step
+ *	  that was blocked all the same.
+ *
+ * The lifecycle worker serves everyone, one step after another, and alters
+ * and drops roles and databases that other sessions can lock: the sandbox
+ * role itself (ALTER ROLE CURRENT_USER ..., GRANT ... ON DATABASE, ALTER
+ * DATABASE ... SET, in a transaction left open or prepared), any login
+ * role (ALTER DEFAULT PRIVILEGES ... TO a sandbox role locks the role), or
+ * the role of another sandbox.  Three rules keep it from waiting on them
+ * without a bound:
+ *
+ * - every utility statement it runs waits at most pgsandbox.lock_timeout
+ *	 for a lock (sbx_run_utility);
+ * - before it touches a sandbox's role or database, every prepared
+ *	 transaction that holds either is rolled back, in whatever database it
+ *	 was prepared, and the sandbox's own sessions are ended (sbx_clear_way);
+ *	 a session of another role is not ended;
+ * - a step blocked all the same is given up, recorded as a 'blocked'
+ *	 event naming what held the lock, and raised as 55P03
+ *	 (sbx_rethrow_blocked), to be tried again later by its caller.
+ *
+ * A prepared transaction holds a role or a database when it was prepared in
+ * the sandbox's database, by the sandbox's role, with a lock on either
+ * object (pg_locks shows a prepared transaction's locks with the virtual
+ * transaction -1/<xid>), or when it updated the role's or the database's
+ * catalog row (the row's xmax is its xid, and it holds a lock on that
+ * catalog).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "sbx_worker.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/elog.h"
+
+/*
+ * What holds role $1 or database $2 (either may be NULL): prepared
+ * transactions (kind 'prepared', id its gid) and sessions (kind 'session',
+ * id its pid), with their role, database name and database oid.
+ */
+const char *
+sbx_holders_sql(void)
+{
+	return
+		"WITH t AS (SELECT $1::pg_catalog.oid AS role, $2::pg_catalog.oid AS db),"
+		" updated AS ("
+		"  SELECT a.xmax AS xid, 'pg_catalog.pg_authid'::pg_catalog.regclass::pg_catalog.oid AS rel"
+		"    FROM pg_catalog.pg_authid a, t WHERE a.oid = t.role"
+		"  UNION ALL"
+		"  SELECT d.xmax, 'pg_catalog.pg_database'::pg_catalog.regclass::pg_catalog.oid"
+		"    FROM pg_catalog.pg_database d, t WHERE d.oid = t.db),"
+		" objects AS ("
+		"  SELECT l.pid, l.virtualtransaction FROM pg_catalog.pg_locks l, t"
+		"   WHERE l.granted AND l.locktype = 'object' AND l.database = 0"
+		"     AND ((l.classid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND l.objid = t.role)"
+		"          OR (l.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND l.objid = t.db))),"
+		" catalogs AS ("
+		"  SELECT l.pid, l.virtualtransaction, l.relation FROM pg_catalog.pg_locks l"
+		"   WHERE l.granted AND l.locktype = 'relation' AND l.database = 0"
+		"     AND l.relation IN ('pg_catalog.pg_authid'::pg_catalog.regclass,"
+		"                        'pg_catalog.pg_database'::pg_catalog.regclass))"
+		" SELECT 'prepared' AS kind, p.gid AS id, p.owner::text AS role,"
+		"        p.database::text AS database, d.oid AS dboid"
+		"   FROM pg_catalog.pg_prepared_xacts p"
+		"   JOIN pg_catalog.pg_database d ON d.datname = p.database, t"
+		"  WHERE d.oid = t.db"
+		"     OR p.owner = (SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = t.role)"
+		"     OR '-1/' OPERATOR(pg_catalog.||) p.transaction::text"
+		"        IN (SELECT o.virtualtransaction FROM objects o)"
+		"     OR EXISTS (SELECT 1 FROM updated u JOIN catalogs c ON c.relation = u.rel"
+		"                 WHERE u.xid OPERATOR(pg_catalog.=) p.transaction"
+		"                   AND c.virtualtransaction = '-1/' OPERATOR(pg_catalog.||) p.transaction::text)"
+		" UNION ALL"
+		" SELECT 'session', a.pid::text, a.usename::text, a.datname::text, a.datid"
+		"   FROM pg_catalog.pg_stat_activity a, t"
+		"  WHERE a.pid <> pg_catalog.pg_backend_pid()"
+		"    AND (a.datid = t.db"
+		"         OR a.pid IN (SELECT o.pid FROM objects o)"
+		"         OR EXISTS (SELECT 1 FROM updated u JOIN catalogs c ON c.relation = u.rel"
+		"                     WHERE u.xid OPERATOR(pg_catalog.=) a.backend_xid AND c.pid = a.pid))"
+		"  ORDER BY 1, 2";
+}
+
+/* role and db as the text arguments of sbx_holders_sql, NULL if invalid */
+static void
+sbx_holder_args(Oid role, Oid db, char *rolebuf, char *dbbuf, const char **args)
+{
+	snprintf(rolebuf, 16, "%u", role);
+	snprintf(dbbuf, 16, "%u", db);
+	args[0] = OidIsValid(role) ? rolebuf : NULL;
+	args[1] = OidIsValid(db) ? dbbuf : NULL;
+}
+
+/*
+ * What holds role or database db now, as a phrase ("prepared transaction
+ * "x" of role r in database d; session 123 of role r in database d"), or
+ * NULL if nothing does.  Needs a worker transaction.
+ */
+char *
+sbx_describe_holders(Oid role, Oid db)
+{
+	char		rolebuf[16];
+	char		dbbuf[16];
+	const char *args[2];
+	StringInfoData out;
+
+	sbx_holder_args(role, db, rolebuf, dbbuf, args);
+	sbx_spi(sbx_holders_sql(), SPI_OK_SELECT, 2, args);
+	if (SPI_processed == 0)
+		return NULL;
+	initStringInfo(&out);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *kind = sbx_spi_text(i, 1);
+		char	   *id = sbx_spi_text(i, 2);
+		char	   *who = sbx_spi_text(i, 3);
+		char	   *where = sbx_spi_text(i, 4);
+
+		appendStringInfo(&out, "%s%s %s%s%s of role %s in database %s",
+						 i > 0 ? "; " : "",
+						 strcmp(kind, "prepared") == 0 ? "prepared transaction" : "session",
+						 strcmp(kind, "prepared") == 0 ? "\"" : "",
+						 id,
+						 strcmp(kind, "prepared") == 0 ? "\"" : "",
+						 who ? quote_identifier(who) : "?",
+						 where ? quote_identifier(where) : "?");
+	}
+	return MemoryContextStrdup(sbx_outer_cxt, out.data);
+}
+
+/*
+ * Clear the way to sandbox 'name''s role and database db (either may be
+ * invalid): roll back every prepared transaction that holds either, by a
+ * janitor in each database where one was prepared, then end the sessions
+ * connected to db.  With may_defer, janitors that had to be started are
+ * not waited for and false is returned: call again once they have stopped.
+ * Returns true once the way is clear of all but the sessions of other
+ * roles elsewhere, which are not ended.
+ */
+bool
+sbx_clear_way(const char *name, Oid role, Oid db, bool may_defer)
+{
+	char		rolebuf[16];
+	char		dbbuf[16];
+	const char *args[2];
+	List	   *dbs = NIL;
+	ListCell   *lc;
+	bool		isnull;
+
+	sbx_holder_args(role, db, rolebuf, dbbuf, args);
+	sbx_xact_begin("pgsandbox: looking for what holds a sandbox");
+	sbx_spi(psprintf("SELECT DISTINCT h.dboid FROM (%s) h WHERE h.kind = 'prepared'",
+					 sbx_holders_sql()),
+			SPI_OK_SELECT, 2, args);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Oid			dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1,
+														   &isnull));
+		MemoryContext old = MemoryContextSwitchTo(sbx_outer_cxt);
+
+		dbs = lappend_oid(dbs, dboid);
+		MemoryContextSwitchTo(old);
+	}
+	sbx_xact_commit();
+
+	foreach(lc, dbs)
+		sbx_janitor_start(lfirst_oid(lc), name, role, db, false);
+	if (dbs != NIL && may_defer)
+	{
+		list_free(dbs);
+		return false;
+	}
+	foreach(lc, dbs)
+		sbx_janitor_wait(lfirst_oid(lc));
+	list_free(dbs);
+
+	/*
+	 * The sandbox's sessions: those in the process array, even if not yet
+	 * in pg_stat_activity.  A prepared transaction made since is an error
+	 * here, and the step is tried again.
+	 */
+	if (OidIsValid(db))
+	{
+		sbx_xact_begin("pgsandbox: ending a sandbox's sessions");
+		TerminateOtherDBBackends(db);
+		sbx_xact_commit();
+	}
+	return true;
+}
+
+/*
+ * Record, as a 'blocked' event of sandbox 'name', that 'step' ("drop",
+ * "reset", ...) was given up on error edata, with what holds the role or
+ * database db now.  Returns that (NULL if nothing holds them).
+ */
+char *
+sbx_record_blocked(ErrorData *edata, const char *name, const char *step,
+				   Oid role, Oid db)
+{
+	char	   *holders;
+
+	sbx_xact_begin("pgsandbox: recording a blocked step");
+	holders = sbx_describe_holders(role, db);
+	if (sbx_catalog_has_dropping())
+		sbx_log_event(name, "blocked", SBX_WORKER_ACTOR,
+					  psprintf("%s: %s%s%s", step, edata->message,
+							   holders ? "; held by " : "", holders ? holders : ""));
+	sbx_xact_commit();
+	return holders;
+}
+
+/*
+ * In a PG_CATCH block, with the error taken by sbx_catch_error: an error
+ * other than a lock timeout is raised again as it was.  A lock timeout on
+ * sandbox 'name''s role or database db is recorded (sbx_record_blocked)
+ * and raised again as 55P03 naming what holds them, with 'hint'.
+ */
+void
+sbx_rethrow_blocked(ErrorData *edata, const char *name, const char *step,
+					Oid role, Oid db, const char *hint)
+{
+	char	   *holders;
+
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ReThrowError(edata);
+	holders = sbx_record_blocked(edata, name, step, role, db);
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("could not %s sandbox \"%s\" now: another session holds a lock it needs",
+					step, name),
+			 holders ? errdetail("Held by %s.", holders)
+			 : errdetail("The lock was released since."),
+			 hint ? errhint("%s", hint) : 0));
+}
