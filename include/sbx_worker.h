@@ -37,6 +37,7 @@ extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
 							  bool drop_grants);
 extern void sbx_janitor_wait(Oid dboid);
+extern char *sbx_role_to_revoke(Oid role);
 extern bool sbx_janitors_running(void);
 extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
 

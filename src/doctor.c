@@ -269,14 +269,20 @@ sbx_check_snapshots(SbxDoctor *d)
 	 * EXISTS, not a join: from PostgreSQL 16 on, a role may be granted the
 	 * group once per grantor, and would then be listed once per grant.
 	 */
-	orphan_roles = sbx_name_list("SELECT r.rolname FROM pg_catalog.pg_roles r"
-								 " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
-								 "                WHERE m.member = r.oid"
-								 "                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
-								 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
-								 "                    WHERE s.role_oid = r.oid"
-								 "                      AND s.status IN ('cloning', 'ready'))"
-								 " ORDER BY 1");
+	/*
+	 * From 0.9, the role of a row no longer live that a drop had to leave
+	 * behind is tracked too: the worker drops it ('no step is blocked').
+	 */
+	orphan_roles = sbx_name_list(psprintf("SELECT r.rolname FROM pg_catalog.pg_roles r"
+										  " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m"
+										  "                WHERE m.member = r.oid"
+										  "                  AND m.roleid = '" SBX_SANDBOX_GROUP "'::pg_catalog.regrole)"
+										  "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+										  "                    WHERE s.role_oid = r.oid%s)"
+										  " ORDER BY 1",
+										  sbx_catalog_has_dropping()
+										  ? " OR s.reset_role = r.oid"
+										  : " AND s.status IN ('cloning', 'ready')"));
 	pools = sbx_name_list("SELECT pg_catalog.format('%s (%s): %s of %s ready', p.source,"
 						  "   CASE WHEN p.schema_only THEN 'schema only' ELSE 'with data' END,"
 						  "   p.ready, p.size)"
@@ -299,6 +305,49 @@ sbx_check_snapshots(SbxDoctor *d)
 							  "see pgsandbox.snapshots for a snapshot that fails.", pools));
 }
 
+/*
+ * Steps of the worker that keep failing (0.9): drops not finished, roles
+ * a drop had to leave behind, and what was last recorded, within the hour,
+ * as a step blocked by a lock someone else held.
+ */
+static void
+sbx_check_blocked(SbxDoctor *d)
+{
+	char	   *blocked;
+
+	blocked = sbx_name_list("WITH recent AS ("
+							"  SELECT DISTINCT ON (e.sandbox) e.sandbox, e.action, e.detail"
+							"    FROM pgsandbox.event e"
+							"   WHERE e.at > pg_catalog.now() - interval '1 hour'"
+							"   ORDER BY e.sandbox, e.id DESC),"
+							" stuck AS ("
+							"  SELECT s.name, 'dropping since ' || s.drop_started_at AS what"
+							"    FROM pgsandbox.sandbox s WHERE s.status = 'dropping'"
+							"  UNION ALL"
+							"  SELECT r.rolname, 'a role left without login, to drop'"
+							"    FROM pgsandbox.sandbox s"
+							"    JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid AND r.rolname = s.name"
+							"   WHERE s.status IN ('dropped', 'failed')"
+							"  UNION ALL"
+							"  SELECT r.rolname, 'a reset''s role left without login, to drop'"
+							"    FROM pgsandbox.sandbox s"
+							"    JOIN pg_catalog.pg_roles r ON r.oid = s.reset_role"
+							"   WHERE s.reset_started_at IS NULL"
+							"  UNION ALL"
+							"  SELECT e.sandbox, 'blocked' FROM recent e WHERE e.action = 'blocked')"
+							" SELECT pg_catalog.format('%s (%s%s)', t.name,"
+							"        pg_catalog.string_agg(DISTINCT t.what, ', '),"
+							"        (SELECT '; last: ' || e.detail FROM recent e"
+							"          WHERE e.sandbox = t.name AND e.action = 'blocked'))"
+							"   FROM stuck t GROUP BY t.name ORDER BY t.name");
+	sbx_doctor_row(d, "no step is blocked", blocked[0] == '\0',
+				   blocked[0] == '\0'
+				   ? "No step of the worker is blocked: no drop is left unfinished, and no role is left behind."
+				   : psprintf("Steps the worker keeps trying: %s. "
+							  "It tries again with a backoff; end the sessions or roll back the prepared transactions named.",
+							  blocked));
+}
+
 /* Sandbox databases without a live catalog row, and the reverse. */
 static void
 sbx_check_catalog(SbxDoctor *d)
@@ -317,7 +366,7 @@ sbx_check_catalog(SbxDoctor *d)
 							"            AND NOT d.datallowconn))"
 							"   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 							"                    WHERE s.name = d.datname AND s.db_oid = d.oid"
-							"                      AND s.status IN ('cloning', 'ready'))"
+							"                      AND s.status IN ('cloning', 'ready', 'dropping'))"
 							" ORDER BY 1");
 	missing = sbx_name_list("SELECT s.name FROM pgsandbox.sandbox s"
 							" WHERE s.status = 'ready'"
@@ -327,6 +376,8 @@ sbx_check_catalog(SbxDoctor *d)
 
 	if (sbx_catalog_has_kinds())
 		sbx_check_snapshots(d);
+	if (sbx_catalog_has_dropping())
+		sbx_check_blocked(d);
 	sbx_doctor_row(d, "every sandbox database is tracked", orphans[0] == '\0',
 				   orphans[0] == '\0' ? "No database of a sandbox role, and no closed sbx_ database of the bootstrap superuser (a snapshot's), lacks a live catalog row."
 				   : psprintf("Databases of sandbox roles, or closed sbx_ databases of the bootstrap superuser, with no live catalog row: %s. "

@@ -272,11 +272,11 @@ sbx_drop_role(const char *name, const char *role_oid)
 				SPI_OK_SELECT, 2, args);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
-										  &isnull);
+			Datum		d;
 
 			role = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 												  SPI_tuptable->tupdesc, 1, &isnull));
+			d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
 			if (!isnull)
 			{
 				MemoryContext old = MemoryContextSwitchTo(sbx_outer_cxt);
@@ -295,11 +295,29 @@ sbx_drop_role(const char *name, const char *role_oid)
 			(void) sbx_clear_way(name, role, InvalidOid, false);
 			sbx_run_utility_xact(psprintf("ALTER ROLE %s NOLOGIN", quote_identifier(name)),
 								 "pgsandbox: closing a sandbox role");
-			/* each database revokes what it grants the role */
+			/*
+			 * Each database revokes what it grants the role: this one here,
+			 * the others by a janitor.
+			 */
 			foreach(lc, dbs)
-				sbx_janitor_start(lfirst_oid(lc), name, role, InvalidOid, true);
+			{
+				if (lfirst_oid(lc) != MyDatabaseId)
+					sbx_janitor_start(lfirst_oid(lc), name, role, InvalidOid, true);
+			}
+			if (list_member_oid(dbs, MyDatabaseId))
+			{
+				char	   *revoke;
+
+				sbx_xact_begin("pgsandbox: revoking what a database grants a sandbox role");
+				if ((revoke = sbx_role_to_revoke(role)) != NULL)
+					sbx_run_utility(psprintf("DROP OWNED BY %s", quote_identifier(revoke)), NULL);
+				sbx_xact_commit();
+			}
 			foreach(lc, dbs)
-				sbx_janitor_wait(lfirst_oid(lc));
+			{
+				if (lfirst_oid(lc) != MyDatabaseId)
+					sbx_janitor_wait(lfirst_oid(lc));
+			}
 			sbx_run_utility_xact(psprintf("DROP ROLE %s", quote_identifier(name)),
 								 "pgsandbox: dropping a sandbox role");
 		}
@@ -576,8 +594,12 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 		sbx_mark_dropping(row.id);
 	if (!sbx_drop_resources(name, row.role_oid, row.db_oid, may_defer))
 		return SBX_DROP_DEFERRED;
-	sbx_mark_dropped(row.id, name, dropping ? "cleanup" : action, by->name,
-					 dropping ? "finished a drop that was blocked or interrupted" : detail);
+	/* the reaper finishing what a drop left is a clean-up */
+	if (dropping && only_if_expired)
+		sbx_mark_dropped(row.id, name, "cleanup", by->name,
+						 "finished a drop that was blocked or interrupted");
+	else
+		sbx_mark_dropped(row.id, name, action, by->name, detail);
 	(void) sbx_drop_role(name, row.role_oid);
 	return SBX_DROP_DONE;
 }

@@ -182,6 +182,33 @@ sbx_janitors_running(void)
 }
 
 /*
+ * In a worker transaction: the name of role 'role' if this database (or a
+ * shared object) grants it something to revoke with DROP OWNED, and the
+ * role owns nothing here, which pgsandbox did not make and so does not
+ * drop; NULL otherwise.  The name is in sbx_outer_cxt.
+ */
+char *
+sbx_role_to_revoke(Oid role)
+{
+	char		rolebuf[16];
+	const char *args[1] = {rolebuf};
+
+	snprintf(rolebuf, sizeof(rolebuf), "%u", role);
+	sbx_spi(psprintf("SELECT a.rolname FROM pg_catalog.pg_authid a"
+					 " WHERE a.oid = $1::pg_catalog.oid"
+					 "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
+					 "                WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
+					 "                  AND s.refobjid = a.oid AND s.dbid IN (0, %u))"
+					 "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
+					 "                    WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
+					 "                      AND s.refobjid = a.oid AND s.dbid = %u"
+					 "                      AND s.deptype = 'o')",
+					 MyDatabaseId, MyDatabaseId),
+			SPI_OK_SELECT, 1, args);
+	return SPI_processed == 1 ? sbx_keep(sbx_spi_text(0, 1)) : NULL;
+}
+
+/*
  * The janitor: connected to a database as superuser, its session hardened
  * against the settings a sandbox role may have given its database.
  */
@@ -221,26 +248,8 @@ sbx_janitor_main(Datum main_arg)
 			SPI_OK_SELECT, 2, args);
 	gids = sbx_keep_column(1);
 
-	/*
-	 * What this database grants the role (and shared objects do, which any
-	 * database may revoke), unless the role owns something here.
-	 */
 	if (target.drop_grants && OidIsValid(target.role))
-	{
-		sbx_spi(psprintf("SELECT a.rolname FROM pg_catalog.pg_authid a"
-						 " WHERE a.oid = $1::pg_catalog.oid"
-						 "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
-						 "                WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
-						 "                  AND s.refobjid = a.oid AND s.dbid IN (0, %u))"
-						 "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend s"
-						 "                    WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass"
-						 "                      AND s.refobjid = a.oid AND s.dbid = %u"
-						 "                      AND s.deptype = 'o')",
-						 MyDatabaseId, MyDatabaseId),
-				SPI_OK_SELECT, 1, args);
-		if (SPI_processed == 1)
-			revoke = sbx_keep(sbx_spi_text(0, 1));
-	}
+		revoke = sbx_role_to_revoke(target.role);
 	sbx_xact_commit();
 
 	foreach(lc, gids)

@@ -25,10 +25,10 @@
  *
  * A prepared transaction holds a role or a database when it was prepared in
  * the sandbox's database, by the sandbox's role, with a lock on either
- * object (pg_locks shows a prepared transaction's locks with the virtual
- * transaction -1/<xid>), or when it updated the role's or the database's
- * catalog row (the row's xmax is its xid, and it holds a lock on that
- * catalog).
+ * object, or when it updated the role's or the database's catalog row (the
+ * row's xmax is its xid, and it holds a lock on that catalog).  pg_locks
+ * shows a prepared transaction's locks with no pid, under the virtual
+ * transaction of the lock on its transaction ID.
  *
  *-------------------------------------------------------------------------
  */
@@ -68,18 +68,24 @@ sbx_holders_sql(void)
 		"  SELECT l.pid, l.virtualtransaction, l.relation FROM pg_catalog.pg_locks l"
 		"   WHERE l.granted AND l.locktype = 'relation' AND l.database = 0"
 		"     AND l.relation IN ('pg_catalog.pg_authid'::pg_catalog.regclass,"
-		"                        'pg_catalog.pg_database'::pg_catalog.regclass))"
+		"                        'pg_catalog.pg_database'::pg_catalog.regclass)),"
+		/* a prepared transaction's locks: those of its transaction ID's lock */
+		" prepared AS ("
+		"  SELECT p.gid, p.owner, p.database, p.transaction, l.virtualtransaction AS vxid"
+		"    FROM pg_catalog.pg_prepared_xacts p"
+		"    LEFT JOIN pg_catalog.pg_locks l ON l.locktype = 'transactionid' AND l.pid IS NULL"
+		"     AND l.transactionid OPERATOR(pg_catalog.=) p.transaction)"
 		" SELECT 'prepared' AS kind, p.gid AS id, p.owner::text AS role,"
 		"        p.database::text AS database, d.oid AS dboid"
-		"   FROM pg_catalog.pg_prepared_xacts p"
+		"   FROM prepared p"
 		"   JOIN pg_catalog.pg_database d ON d.datname = p.database, t"
 		"  WHERE d.oid = t.db"
 		"     OR p.owner = (SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = t.role)"
-		"     OR '-1/' OPERATOR(pg_catalog.||) p.transaction::text"
-		"        IN (SELECT o.virtualtransaction FROM objects o)"
+		"     OR EXISTS (SELECT 1 FROM objects o"
+		"                 WHERE o.pid IS NULL AND o.virtualtransaction = p.vxid)"
 		"     OR EXISTS (SELECT 1 FROM updated u JOIN catalogs c ON c.relation = u.rel"
 		"                 WHERE u.xid OPERATOR(pg_catalog.=) p.transaction"
-		"                   AND c.virtualtransaction = '-1/' OPERATOR(pg_catalog.||) p.transaction::text)"
+		"                   AND c.pid IS NULL AND c.virtualtransaction = p.vxid)"
 		" UNION ALL"
 		" SELECT 'session', a.pid::text, a.usename::text, a.datname::text, a.datid"
 		"   FROM pg_catalog.pg_stat_activity a, t"

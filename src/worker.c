@@ -26,7 +26,9 @@
  * request or in the log, and an error that escapes even that is caught at
  * the top of the loop.  The worker ignores query cancel (SIGINT): a
  * cancel meant for a stuck-looking backend must not end every clone.  It
- * leaves only on SIGTERM or when the postmaster dies.
+ * does heed its own lock timeout (pgsandbox.lock_timeout), which
+ * PostgreSQL delivers as SIGINT.  It leaves only on SIGTERM or when the
+ * postmaster dies.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,6 +40,8 @@
 #include "commands/extension.h"
 #include "common/file_utils.h"
 #include "miscadmin.h"
+#include "tcop/tcopprot.h"
+#include "utils/timeout.h"
 #include "pgsandbox.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -1517,6 +1521,17 @@ sbx_recover_from_error(void)
 	SetLatch(MyLatch);			/* wake-ups may have come meanwhile */
 }
 
+/*
+ * SIGINT: a query cancel is ignored, but a lock timeout of the worker's
+ * own, which PostgreSQL raises by SIGINT, cancels the statement waiting.
+ */
+static void
+sbx_worker_sigint(SIGNAL_ARGS)
+{
+	if (get_timeout_indicator(LOCK_TIMEOUT, false))
+		StatementCancelHandler(postgres_signal_arg);
+}
+
 void
 sbx_lifecycle_worker_main(Datum main_arg)
 {
@@ -1526,7 +1541,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, sbx_worker_sigint);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(sbx_database, NULL, 0);
 	pgstat_report_appname("pgsandbox worker");
