@@ -251,8 +251,8 @@ sbx_drop_role(const char *name, const char *role_oid)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	const char *args[2] = {name, role_oid};
-	Oid			role = InvalidOid;
-	List	   *dbs = NIL;
+	volatile Oid role = InvalidOid;
+	List	   *volatile dbs = NIL;
 	volatile bool dropped = false;
 	bool		isnull;
 
@@ -594,12 +594,13 @@ sbx_drop(const char *name, const SbxActor *by, bool only_if_expired,
 		sbx_mark_dropping(row.id);
 	if (!sbx_drop_resources(name, row.role_oid, row.db_oid, may_defer))
 		return SBX_DROP_DEFERRED;
-	/* the reaper finishing what a drop left is a clean-up */
-	if (dropping && only_if_expired)
-		sbx_mark_dropped(row.id, name, "cleanup", by->name,
-						 "finished a drop that was blocked or interrupted");
-	else
-		sbx_mark_dropped(row.id, name, action, by->name, detail);
+	/*
+	 * The reaper finishing a drop that an earlier attempt began records
+	 * what that drop was: an expiry, or a caller's drop.
+	 */
+	if (dropping && only_if_expired && !row.expired)
+		action = "drop";
+	sbx_mark_dropped(row.id, name, action, by->name, detail);
 	(void) sbx_drop_role(name, row.role_oid);
 	return SBX_DROP_DONE;
 }

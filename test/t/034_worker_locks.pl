@@ -257,8 +257,13 @@ ALTER DATABASE $a5 SET work_mem = '1MB';
 INSERT INTO grow SELECT g, repeat('p', 100) FROM generate_series(1, 1000) g;
 PREPARE TRANSACTION 'ro';
 });
-in_sandbox($a5_conn, q{INSERT INTO grow SELECT g, repeat(md5(g::text), 30) FROM generate_series(1, 8000) g});
+# grown in a session that stays: a database in use is measured at every pass
+my $grower = start_psql($node, $a5_conn,
+	'INSERT INTO grow SELECT g, repeat(md5(g::text), 30) FROM generate_series(1, 8000) g',
+	'SELECT pg_sleep(600)');
 ok(wait_for_event($a5, 'read_only'), 'trick 4: the sandbox that grew is made read-only');
+($ret) = finish_psql($grower);
+isnt($ret, 0, 'trick 4: ... and the session that grew it was ended');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',
 	'trick 4: the prepared transaction that held its database was rolled back');
 is(in_sandbox($a5_conn, 'SELECT count(*) FROM grow'), '8000',
@@ -340,12 +345,13 @@ $node->safe_psql('postgres',
 finish_psql($applock);
 ($ret, $out, $err) = finish_psql($reset);
 is($ret, 0, 'trick 5: the reset succeeds') or diag $err;
-is($node->safe_psql('postgres', "SELECT reset_started_at IS NULL FROM pgsandbox.sandbox WHERE name = '$a7'"),
+is(poll_value($node, "SELECT reset_started_at IS NULL FROM pgsandbox.sandbox WHERE name = '$a7'", 't'),
 	't', 'trick 5: the mark is cleared');
 is($node->safe_psql('postgres', "SELECT rolcanlogin FROM pg_roles WHERE rolname = '${a7}_reset'"), 'f',
 	"trick 5: the reset's role is left without login");
+ok(wait_for_event("${a7}_reset", 'blocked'), "trick 5: dropping the reset's role is blocked");
 like(events_of("${a7}_reset", 'blocked'), qr/held by session \d+ of role carol/,
-	'trick 5: the blocked step is recorded with what blocked it');
+	'trick 5: ... and recorded with what blocked it');
 bob_is_served('trick 5');
 release_barrier(5, $barrier);
 finish_psql($carol);
@@ -382,7 +388,7 @@ is($node->safe_psql('postgres',
 bob_is_served('a blocked drop');
 release_barrier(8, $barrier);
 finish_psql($carol);
-ok(wait_for_event($a8, 'cleanup'), 'the worker finishes the drop by itself');
+ok(wait_for_event($a8, 'drop'), 'the worker finishes the drop by itself');
 is($node->safe_psql('postgres', "SELECT status FROM pgsandbox.sandboxes WHERE name = '$a8'"),
 	'dropped', 'the row is dropped');
 is(sandbox_leftovers($node, $a8), '0|0', 'its database and role are gone');
@@ -404,8 +410,7 @@ SELECT pgsandbox.schedule_snapshot('app', '10 seconds');
 });
 my $script = $node->basedir . '/callers.sql';
 open my $fh, '>', $script or die $!;
-print $fh "SELECT name FROM pgsandbox.clone('app', fresh => true) \\gset\n";
-print $fh "SELECT pgsandbox.drop(:'name');\n";
+print $fh "SELECT pgsandbox.drop(name) FROM pgsandbox.clone('app', fresh => true);\n";
 close $fh;
 my $builds_before = $node->safe_psql('postgres',
 	"SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'snapshot'");
