@@ -521,6 +521,37 @@ pgsandbox_extend(PG_FUNCTION_ARGS)
 }
 
 /*
+ * For the disk budget of a reset that dumps its source anew: the size of
+ * the source of data sandbox req->name, probed as clone() probes it, or -1
+ * (a schema-only sandbox, or one the caller will be told does not exist).
+ * Runs as the function's owner, which may read the catalog.
+ */
+static void
+sbx_probe_reset_source(SbxRequest *req)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *source = NULL;
+
+	req->source_bytes = -1;
+	values[0] = CStringGetTextDatum(req->name);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT source FROM pgsandbox.sandbox"
+							  " WHERE name = $1 AND status = 'ready' AND kind = 'sandbox'"
+							  "   AND NOT schema_only",
+							  1, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+		source = MemoryContextStrdup(CurTransactionContext,
+									 SPI_getvalue(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	if (source == NULL)
+		return;
+	req->schema_only = false;
+	sbx_probe_source(source, req);
+}
+
+/*
  * reset(name text, target text, ttl interval) RETURNS timestamptz: the
  * sandbox's new data_as_of.  A notice says what it now holds.
  */
@@ -549,6 +580,7 @@ pgsandbox_reset(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("save \"%s\" of sandbox \"%s\" does not exist", target, req.name)));
 	strlcpy(req.target, target, sizeof(req.target));
+	sbx_probe_reset_source(&req);
 	sbx_run_request(&req, &result);
 	ereport(NOTICE,
 			(errmsg("sandbox \"%s\" now holds %s", req.name, result.detail)));

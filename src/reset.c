@@ -380,7 +380,7 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	spec.source = row.source;
 	spec.schema_only = row.schema_only;
 	spec.snapshot = have_ref ? &ref : NULL;
-	spec.source_bytes = -1;
+	spec.source_bytes = req->source_bytes;	/* probed by the caller */
 	expected = sbx_expected_size(&spec);
 	sbx_owner_actor(row.owner, by->is_admin, &owner_actor);
 	sbx_check_budget(&owner_actor, SBX_KIND_SANDBOX, Max(expected - row.size_bytes, 0), true);

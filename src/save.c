@@ -215,6 +215,19 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	owner_actor.is_admin = by->is_admin;
 	owner_actor.name = GetUserNameFromId(row.owner, false);
 	sbx_check_quotas(&owner_actor);
+
+	/*
+	 * What the copy takes: the sandbox as it is now, not as last measured,
+	 * which may be a minute and many rows ago.
+	 */
+	args[0] = idbuf;
+	sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = pg_catalog.pg_database_size(db_oid),"
+			" size_measured_at = pg_catalog.now()"
+			" WHERE id = $1::bigint RETURNING size_bytes",
+			SPI_OK_UPDATE_RETURNING, 1, args);
+	if (SPI_processed == 1)
+		row.size_bytes = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													 SPI_tuptable->tupdesc, 1, &isnull));
 	sbx_check_budget(&owner_actor, SBX_KIND_SAVE, row.size_bytes, true);
 
 	sbx_pick_name(job->name);

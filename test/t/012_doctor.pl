@@ -127,7 +127,8 @@ is( join(', ', sort keys %$d),
 		'every ready sandbox has its database',
 		'every sandbox role is tracked',
 		'every snapshot is locked',
-		'pools are full'),
+		'pools are full',
+		'no step is blocked'),
 	'doctor() runs every check');
 # the source is the test's own server, whatever its major
 my $major = $node->pg_version->major;
