@@ -50,6 +50,9 @@ extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
 extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db,
 								const char *hint) pg_attribute_noreturn();
+extern bool sbx_backoff_due(const char *what);
+extern void sbx_backoff_failed(const char *what);
+extern void sbx_backoff_done(const char *what);
 
 /*
  * Who a lifecycle operation acts for: the role (checked for ownership

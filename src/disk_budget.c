@@ -280,25 +280,32 @@ sbx_measure_sizes(void)
 	sizes = sbx_keep_column(4);
 	sbx_xact_commit();
 
-	/* one that fails is measured again, and tried again, next pass */
+	/* one that fails is measured again, and tried again once its backoff is over */
 	forfour(l1, ids, l2, names, l3, dbs, l4, sizes)
 	{
 		MemoryContext cxt = CurrentMemoryContext;
+		char	   *key = psprintf("read-only %s", (char *) lfirst(l2));
 
+		if (!sbx_backoff_due(key))
+			continue;
 		PG_TRY();
 		{
 			sbx_make_read_only(lfirst(l1), lfirst(l2), lfirst(l3),
 							   pg_strtoint64(lfirst(l4)));
+			sbx_backoff_done(key);
 		}
 		PG_CATCH();
 		{
 			ErrorData  *edata = sbx_catch_error(cxt);
 
 			ereport(WARNING,
-					(errmsg("could not make sandbox \"%s\" read-only", (char *) lfirst(l2)),
+					(errmsg("could not make sandbox \"%s\" read-only, will try again later",
+							(char *) lfirst(l2)),
 					 errdetail_internal("%s", edata->message)));
+			sbx_backoff_failed(key);
 		}
 		PG_END_TRY();
+		pfree(key);
 	}
 	list_free_deep(ids);
 	list_free_deep(names);

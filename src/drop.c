@@ -75,83 +75,6 @@ sbx_expired_sql(void)
 }
 
 /* ------------------------------------------------------------------------
- * Backoff of steps that failed
- * ------------------------------------------------------------------------
- */
-
-/* a drop that failed, and when it may be tried again */
-typedef struct SbxRetry
-{
-	char	   *what;			/* a row's name, or a role's */
-	int			failures;
-	TimestampTz next;
-} SbxRetry;
-
-static List *sbx_retries = NIL;	/* in TopMemoryContext */
-
-static SbxRetry *
-sbx_retry_find(const char *what)
-{
-	ListCell   *lc;
-
-	foreach(lc, sbx_retries)
-	{
-		SbxRetry   *r = lfirst(lc);
-
-		if (strcmp(r->what, what) == 0)
-			return r;
-	}
-	return NULL;
-}
-
-/* Whether a drop of 'what' may be tried now. */
-static bool
-sbx_retry_due(const char *what)
-{
-	SbxRetry   *r = sbx_retry_find(what);
-
-	return r == NULL || GetCurrentTimestamp() >= r->next;
-}
-
-/*
- * Note that a drop of 'what' failed: it is tried again after 10 s, then
- * twice as long after each further failure, up to 10 minutes.
- */
-static void
-sbx_retry_failed(const char *what)
-{
-	SbxRetry   *r = sbx_retry_find(what);
-	int64		delay_ms = 10000;
-
-	if (r == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		r = palloc0(sizeof(SbxRetry));
-		r->what = pstrdup(what);
-		sbx_retries = lappend(sbx_retries, r);
-		MemoryContextSwitchTo(old);
-	}
-	r->failures++;
-	for (int i = 1; i < r->failures && delay_ms < 600000; i++)
-		delay_ms *= 2;
-	r->next = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), Min(delay_ms, 600000));
-}
-
-/* A drop of 'what' succeeded: forget its failures. */
-static void
-sbx_retry_done(const char *what)
-{
-	SbxRetry   *r = sbx_retry_find(what);
-
-	if (r == NULL)
-		return;
-	sbx_retries = list_delete_ptr(sbx_retries, r);
-	pfree(r->what);
-	pfree(r);
-}
-
-/* ------------------------------------------------------------------------
  * Databases and roles
  * ------------------------------------------------------------------------
  */
@@ -383,14 +306,14 @@ sbx_drop_one_leftover_role(void)
 
 	forboth(l1, names, l2, oids)
 	{
-		if (!sbx_retry_due(lfirst(l1)))
+		if (!sbx_backoff_due(lfirst(l1)))
 			continue;
 		tried = true;
 		if (sbx_drop_role(lfirst(l1), lfirst(l2)))
 		{
 			const char *args[1] = {lfirst(l2)};
 
-			sbx_retry_done(lfirst(l1));
+			sbx_backoff_done(lfirst(l1));
 			sbx_xact_begin("pgsandbox: recording a role dropped");
 			sbx_spi("UPDATE pgsandbox.sandbox SET reset_role = NULL"
 					" WHERE reset_role = $1::oid AND reset_started_at IS NULL",
@@ -400,7 +323,7 @@ sbx_drop_one_leftover_role(void)
 			sbx_xact_commit();
 		}
 		else
-			sbx_retry_failed(lfirst(l1));
+			sbx_backoff_failed(lfirst(l1));
 		break;
 	}
 	list_free_deep(names);
@@ -676,12 +599,12 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
 	volatile bool dropped = false;
 
 	snprintf(key, sizeof(key), INT64_FORMAT, id);
-	if (sbx_snapshot_in_use(id) || !sbx_retry_due(key))
+	if (sbx_snapshot_in_use(id) || !sbx_backoff_due(key))
 		return false;
 	PG_TRY();
 	{
 		dropped = sbx_drop_tracked(id, reason);
-		sbx_retry_done(key);
+		sbx_backoff_done(key);
 	}
 	PG_CATCH();
 	{
@@ -691,7 +614,7 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
 				(errmsg("could not drop snapshot or pool member " INT64_FORMAT ", will try again later",
 						id),
 				 errdetail_internal("%s", edata->message)));
-		sbx_retry_failed(key);
+		sbx_backoff_failed(key);
 	}
 	PG_END_TRY();
 	return dropped;
@@ -747,7 +670,7 @@ sbx_expired_sandboxes(void)
 
 	foreach(lc, names)
 	{
-		if (sbx_retry_due(lfirst(lc)))
+		if (sbx_backoff_due(lfirst(lc)))
 			due = lappend(due, lfirst(lc));
 	}
 	list_free(names);
@@ -768,7 +691,7 @@ sbx_reap_one(const char *name)
 	{
 		/* a sandbox extended meanwhile is left alone */
 		dropped = (sbx_drop(name, &sbx_worker_actor, true, true, "expire") == SBX_DROP_DONE);
-		sbx_retry_done(name);
+		sbx_backoff_done(name);
 	}
 	PG_CATCH();
 	{
@@ -777,7 +700,7 @@ sbx_reap_one(const char *name)
 		ereport(WARNING,
 				(errmsg("could not drop sandbox \"%s\", will try again later", name),
 				 errdetail_internal("%s", edata->message)));
-		sbx_retry_failed(name);
+		sbx_backoff_failed(name);
 	}
 	PG_END_TRY();
 	return dropped;

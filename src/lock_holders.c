@@ -21,7 +21,8 @@
  *	 a session of another role is not ended;
  * - a step blocked all the same is given up, recorded as a 'blocked'
  *	 event naming what held the lock, and raised as 55P03
- *	 (sbx_rethrow_blocked), to be tried again later by its caller.
+ *	 (sbx_rethrow_blocked), to be tried again later by its caller, with a
+ *	 backoff (sbx_backoff_*) where the worker itself tries again.
  *
  * A prepared transaction holds a role or a database when it was prepared in
  * the sandbox's database, by the sandbox's role, with a lock on either
@@ -42,6 +43,8 @@
 #include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/elog.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 /*
  * What holds role $1 or database $2 (either may be NULL): prepared
@@ -248,4 +251,95 @@ sbx_rethrow_blocked(ErrorData *edata, const char *name, const char *step,
 			 holders ? errdetail("Held by %s.", holders)
 			 : errdetail("The lock was released since."),
 			 hint ? errhint("%s", hint) : 0));
+}
+
+/* ------------------------------------------------------------------------
+ * Backoff of steps that failed
+ * ------------------------------------------------------------------------
+ */
+
+/* a step that failed, and when it may be tried again */
+typedef struct SbxRetry
+{
+	char	   *what;			/* what it was done to, and how */
+	int			failures;
+	TimestampTz next;
+} SbxRetry;
+
+static List *sbx_retries = NIL;	/* in TopMemoryContext */
+
+static SbxRetry *
+sbx_retry_find(const char *what)
+{
+	ListCell   *lc;
+
+	foreach(lc, sbx_retries)
+	{
+		SbxRetry   *r = lfirst(lc);
+
+		if (strcmp(r->what, what) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* Whether a step on 'what' may be tried now. */
+bool
+sbx_backoff_due(const char *what)
+{
+	SbxRetry   *r = sbx_retry_find(what);
+
+	return r == NULL || GetCurrentTimestamp() >= r->next;
+}
+
+/*
+ * Note that a step on 'what' failed: it is tried again after 10 s, then
+ * twice as long after each further failure, up to 10 minutes.
+ */
+void
+sbx_backoff_failed(const char *what)
+{
+	SbxRetry   *r = sbx_retry_find(what);
+	int64		delay_ms = 10000;
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	/* forget what has not failed again for an hour: it went another way */
+	foreach(lc, sbx_retries)
+	{
+		SbxRetry   *old = lfirst(lc);
+
+		if (old != r && TimestampDifferenceExceeds(old->next, now, 3600 * 1000))
+		{
+			sbx_retries = foreach_delete_current(sbx_retries, lc);
+			pfree(old->what);
+			pfree(old);
+		}
+	}
+	if (r == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		r = palloc0(sizeof(SbxRetry));
+		r->what = pstrdup(what);
+		sbx_retries = lappend(sbx_retries, r);
+		MemoryContextSwitchTo(old);
+	}
+	r->failures++;
+	for (int i = 1; i < r->failures && delay_ms < 600000; i++)
+		delay_ms *= 2;
+	r->next = TimestampTzPlusMilliseconds(now, Min(delay_ms, 600000));
+}
+
+/* A step on 'what' succeeded: forget its failures. */
+void
+sbx_backoff_done(const char *what)
+{
+	SbxRetry   *r = sbx_retry_find(what);
+
+	if (r == NULL)
+		return;
+	sbx_retries = list_delete_ptr(sbx_retries, r);
+	pfree(r->what);
+	pfree(r);
 }
