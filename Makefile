@@ -7,7 +7,7 @@ DATA = $(wildcard pgsandbox--*.sql)
 PGFILEDESC = "pgsandbox - disposable clones of approved databases"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
-PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -Wno-clobbered $(if $(WERROR),-Werror)
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -Wno-clobbered -Wshadow=compatible-local $(if $(WERROR),-Werror)
 SHLIB_LINK_INTERNAL = $(libpq)
 
 REGRESS = setup sources clone_errors clone access agent schema_diff fast_clones masking reset

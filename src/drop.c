@@ -177,6 +177,7 @@ sbx_drop_role(const char *name, const char *role_oid)
 	volatile Oid role = InvalidOid;
 	List	   *volatile dbs = NIL;
 	volatile bool dropped = false;
+	ErrorData  *volatile failure = NULL;
 	bool		isnull;
 
 	if (role_oid == NULL)
@@ -248,26 +249,29 @@ sbx_drop_role(const char *name, const char *role_oid)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop role \"%s\" yet; it has no login and is dropped later",
-						name),
-				 errdetail_internal("%s", edata->message)));
-		/* what held it, in the event log */
-		PG_TRY();
-		{
-			(void) sbx_record_blocked(edata, name, "drop the role of", role, InvalidOid);
-		}
-		PG_CATCH();
-		{
-			FreeErrorData(sbx_catch_error(cxt));
-		}
-		PG_END_TRY();
+		failure = sbx_catch_error(cxt);
 	}
 	PG_END_TRY();
 	list_free(dbs);
-	return dropped;
+	if (failure == NULL)
+		return dropped;
+
+	ereport(WARNING,
+			(errmsg("could not drop role \"%s\" yet; it has no login and is dropped later",
+					name),
+			 errdetail_internal("%s", failure->message)));
+	/* what held it, in the event log */
+	PG_TRY();
+	{
+		(void) sbx_record_blocked(failure, name, "drop the role of", role, InvalidOid);
+	}
+	PG_CATCH();
+	{
+		FreeErrorData(sbx_catch_error(cxt));
+	}
+	PG_END_TRY();
+	FreeErrorData(failure);
+	return false;
 }
 
 /*
@@ -291,14 +295,21 @@ sbx_drop_one_leftover_role(void)
 		sbx_xact_commit();
 		return false;
 	}
+	/* (never one that a live row or a reset under way records since) */
 	sbx_spi("SELECT r.rolname, r.oid FROM pgsandbox.sandbox s"
 			"  JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid AND r.rolname = s.name"
 			" WHERE s.status IN ('dropped', 'failed')"
-			" UNION ALL"
+			" UNION"
 			" SELECT r.rolname, r.oid FROM pgsandbox.sandbox s"
 			"  JOIN pg_catalog.pg_roles r ON r.oid = s.reset_role"
 			"   AND r.rolname = s.name || '" SBX_RESET_SUFFIX "'"
-			" WHERE s.reset_started_at IS NULL OR s.status <> 'ready'",
+			" WHERE s.reset_started_at IS NULL OR s.status <> 'ready'"
+			" EXCEPT"
+			" SELECT s.name, s.role_oid FROM pgsandbox.sandbox s"
+			"  WHERE s.status IN ('cloning', 'ready', 'dropping')"
+			" EXCEPT"
+			" SELECT s.name || '" SBX_RESET_SUFFIX "', s.reset_role FROM pgsandbox.sandbox s"
+			"  WHERE s.reset_started_at IS NOT NULL AND s.status = 'ready'",
 			SPI_OK_SELECT, 0, NULL);
 	names = sbx_keep_column(1);
 	oids = sbx_keep_column(2);

@@ -1258,12 +1258,8 @@ sbx_upkeep_step(void)
 			sbx_background_waits = sbx_scheduled_build_due();
 			sbx_xact_commit();
 			if (!sbx_background_waits)
-			{
-				bool		need_snapshot;
-
 				sbx_background_waits = sbx_pool_next_fill(source, &schema_only,
 														  &need_snapshot);
-			}
 		}
 		else
 		{
