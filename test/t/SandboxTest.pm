@@ -310,7 +310,7 @@ sub sandbox_leftovers
 		  . " (SELECT count(*) FROM pg_roles WHERE rolname $cond)");
 }
 
-# How many sbx_ databases and roles no live catalog row tracks; '' if the
+# How many sbx_ databases and roles no live (or dropping) catalog row tracks; '' if the
 # server cannot answer (it may be restarting).
 sub untracked_sandboxes
 {
@@ -318,10 +318,10 @@ sub untracked_sandboxes
 	my ($ret, $out) = $node->psql('postgres', q{
 SELECT count(*) FROM (
 	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready', 'dropping')
 	UNION ALL
 	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
-	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')) x});
+	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready', 'dropping')) x});
 	return $ret == 0 ? $out : '';
 }
 
