@@ -3,7 +3,7 @@
 EXTENSION = pgsandbox
 MODULE_big = pgsandbox
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-DATA = $(wildcard pgsandbox--*.sql)
+DATA = $(wildcard pgsandbox--*.sql) $(wildcard updates/pgsandbox--*--*.sql)
 PGFILEDESC = "pgsandbox - disposable clones of approved databases"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
