@@ -52,6 +52,7 @@ extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
 extern char *sbx_mask_functions_setting;
 extern const char *sbx_mask_expression_refused(const char *expression);
 extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
+extern void sbx_define_mask_settings(void);
 extern char *sbx_mask_key(const char *source);
 extern void sbx_set_mask_key(PGconn *conn, const char *source, const char *what);
 
