@@ -110,10 +110,11 @@ sbx_clone_method(const SbxCloneJob *job)
 	return job->from_save ? "save" : job->snapshot_id ? "snapshot" : "dump";
 }
 
-/* the lifecycle worker's catalog work (worker_spi.c) */
+/* the lifecycle worker's catalog work (spi.c) */
 extern MemoryContext sbx_outer_cxt;
 extern char *sbx_keep(const char *s);
 extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
+extern void sbx_try_or_warn(void (*step) (void), const char *what);
 extern void sbx_xact_begin(const char *activity);
 extern void sbx_xact_commit(void);
 extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
@@ -240,7 +241,7 @@ typedef struct SbxSchedule
 extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
 extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
 
-/* what the worker does with the noted logins (usage.c) */
+/* what the worker does with the noted logins (login_times.c) */
 extern TimestampTz sbx_pending_login(Oid role);
 extern bool sbx_usage_full(void);
 extern void sbx_usage_flush(void);

@@ -389,7 +389,7 @@ sbx_client_auth(Port *port, int status)
 	if (port->database_name != NULL &&
 		strcmp(port->database_name, port->user_name) == 0)
 	{
-		sbx_note_login(role);	/* for idle expiry (usage.c) */
+		sbx_note_login(role);	/* for idle expiry (login_times.c) */
 		return;
 	}
 

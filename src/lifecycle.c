@@ -550,8 +550,8 @@ sbx_clone_secure(int j, SbxCloneJob *job)
 /*
  * Mark a finished clone job's row ready.  A sandbox's expiry counts from
  * now, and the expiry is returned.  A pool member (whose role has no login
- * until it is handed out with a new password) is only marked ready; a
- * snapshot is finished by sbx_snapshot_done.
+ * until it is handed out with a new password) is only marked ready.  A
+ * snapshot is not for here: sbx_snapshot_done finishes it.
  */
 TimestampTz
 sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
@@ -565,12 +565,8 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 	TimestampTz expires_at = 0;
 	const char *how;
 
-	if (job->kind == SBX_KIND_SNAPSHOT)
-	{
-		sbx_snapshot_done(job, seconds);
-		return 0;
-	}
-
+	/* a snapshot is finished by sbx_snapshot_done */
+	Assert(job->kind != SBX_KIND_SNAPSHOT);
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	args[0] = idbuf;
 	args[1] = job->data_as_of ? timestamptz_to_str(job->data_as_of) : NULL;

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * requests.c
+ * sandboxes.c
  *	  The SQL functions that ask the lifecycle worker for something: clone,
  *	  drop, extend, protect, reset and save, and the drop of an expired
  *	  sandbox that gc() asks for.
