@@ -38,11 +38,11 @@ extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
 							  bool drop_grants);
 extern void sbx_janitor_wait(Oid dboid);
 extern char *sbx_role_to_revoke(Oid role);
+extern const char *sbx_holders_sql(void);
 extern bool sbx_janitors_running(void);
 extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
 
 /* what holds a sandbox's role or database, and clearing it (lock_holders.c) */
-extern const char *sbx_holders_sql(void);
 extern char *sbx_describe_holders(Oid role, Oid db);
 extern bool sbx_clear_way(const char *name, Oid role, Oid db, bool may_defer);
 extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
@@ -150,6 +150,10 @@ extern bool sbx_drop_resources(const char *name, const char *role_oid,
 							   const char *db_oid, bool may_defer);
 extern bool sbx_drop_role(const char *name, const char *role_oid);
 extern bool sbx_drop_one_leftover_role(void);
+extern void sbx_drop_side_database(const char *name, const char *role_oid,
+								   const char *reset_role, const char *keep);
+extern void sbx_drop_reset_leftovers(const char *name, const char *role_oid,
+									 const char *db_oid);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   bool only_if_expired, bool may_defer,
 							   const char *action);
@@ -160,6 +164,8 @@ extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
 extern bool sbx_drop_first_of(List *ids, List *reasons);
 extern List *sbx_expired_sandboxes(void);
+
+/* reconciliation at start (reconcile.c) */
 extern void sbx_end_orphan_clone_workers(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
@@ -188,15 +194,15 @@ extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
 extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,
 								  double seconds, TimestampTz *expires_at);
 extern void sbx_reset_cleanup(int64 sandbox_id, bool interrupted);
-extern void sbx_drop_reset_leftovers(const char *name, const char *role_oid,
-									 const char *db_oid);
 extern void sbx_reset_fail(const SbxCloneJob *job, const char *reason,
 						   const char *actor);
 
-/* saves of sandboxes (save.c) */
+/* finding a save to copy (save_lookup.c) */
 extern bool sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref);
 extern void sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 							  char *source, bool *schema_only);
+
+/* saves of sandboxes (save.c) */
 extern void sbx_drop_save(const SbxActor *by, const char *name);
 extern void sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req,
 						   SbxCloneJob *job);
