@@ -214,6 +214,70 @@ sbx_pick_name(char *name)
 }
 
 /*
+ * In sbx_record_clone's transaction: what later catalogs record of a new
+ * clone, the source's generation (0.5) and, from 0.7, its idle timeout and
+ * the size it is expected to take, which counts against the budget
+ * meanwhile.
+ */
+static void
+sbx_record_clone_extras(const SbxCloneSpec *spec, const SbxCloneJob *job, int64 expected)
+{
+	char		id[32];
+
+	snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+	/* the source's generation, read with its conninfo (sbx_same_source) */
+	if (sbx_catalog_has_generations())
+	{
+		char		generation[32];
+		const char *genargs[2] = {id, generation};
+
+		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
+		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, genargs);
+	}
+	/* the size it is expected to take counts against the budget meanwhile */
+	if (sbx_catalog_has_usage())
+	{
+		char		idle[32];
+		char		size[32];
+		const char *useargs[3] = {id, idle, size};
+
+		snprintf(idle, sizeof(idle), INT64_FORMAT,
+				 spec->kind == SBX_KIND_SANDBOX ? spec->idle_secs : 0);
+		snprintf(size, sizeof(size), INT64_FORMAT, expected);
+		sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = $3::bigint,"
+				" idle_timeout = CASE WHEN $2::bigint > 0"
+				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
+				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
+	}
+}
+
+/* The 'clone' event of a new clone: what it is made of. */
+static void
+sbx_log_clone_event(const SbxActor *by, const SbxCloneSpec *spec, const SbxCloneJob *job)
+{
+	const char *what = spec->schema_only ? "schema only" : "schema and data";
+
+	if (spec->kind == SBX_KIND_SNAPSHOT)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
+	else if (spec->from_save)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s, copied from save \"%s\" made at %s",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
+	else if (spec->snapshot)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
+							   spec->kind == SBX_KIND_POOL ? "pool member of " : "",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
+	else
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s", spec->source, what));
+}
+
+/*
  * Step 1: checks, a name and the 'cloning' row.  A snapshot or a pool member
  * has no expiry and counts against no quota.
  */
@@ -226,7 +290,6 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	char		rules_version[16];
 	const char *args[12];
 	bool		isnull;
-	const char *what = spec->schema_only ? "schema only" : "schema and data";
 	int64		expected;
 
 	sbx_xact_begin("pgsandbox: starting a clone");
@@ -306,52 +369,8 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	}
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
-	/* the source's generation, read with its conninfo (sbx_same_source) */
-	if (sbx_catalog_has_generations())
-	{
-		char		id[32];
-		char		generation[32];
-		const char *genargs[2] = {id, generation};
-
-		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
-		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
-		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
-				SPI_OK_UPDATE, 2, genargs);
-	}
-	/* the size it is expected to take counts against the budget meanwhile */
-	if (sbx_catalog_has_usage())
-	{
-		char		id[32];
-		char		idle[32];
-		char		size[32];
-		const char *useargs[3] = {id, idle, size};
-
-		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
-		snprintf(idle, sizeof(idle), INT64_FORMAT,
-				 spec->kind == SBX_KIND_SANDBOX ? spec->idle_secs : 0);
-		snprintf(size, sizeof(size), INT64_FORMAT, expected);
-		sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = $3::bigint,"
-				" idle_timeout = CASE WHEN $2::bigint > 0"
-				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
-				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
-	}
-	if (spec->kind == SBX_KIND_SNAPSHOT)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
-	else if (spec->from_save)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("source \"%s\", %s, copied from save \"%s\" made at %s",
-							   spec->source, what, spec->snapshot->name,
-							   timestamptz_to_str(spec->snapshot->data_as_of)));
-	else if (spec->snapshot)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
-							   spec->kind == SBX_KIND_POOL ? "pool member of " : "",
-							   spec->source, what, spec->snapshot->name,
-							   timestamptz_to_str(spec->snapshot->data_as_of)));
-	else
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("source \"%s\", %s", spec->source, what));
+	sbx_record_clone_extras(spec, job, expected);
+	sbx_log_clone_event(by, spec, job);
 	sbx_xact_commit();
 }
 
