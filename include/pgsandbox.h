@@ -77,7 +77,7 @@ extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);
 extern const char *sbx_effective_bin_dir(void);
 
-/* what every SQL function checks first (sql_checks.c) */
+/* what every SQL function checks first (sql_checks.c; queue.c) */
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
 							const char *argname);
@@ -92,6 +92,9 @@ extern bool sbx_catalog_has_usage(void);
 extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
 extern const char *sbx_same_source(void);
+extern bool sbx_catalog_has_rules(void);
+extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
+extern const char *sbx_current_snapshots_cte(void);
 
 /*
  * A database's encoding and locale, as pg_database records them; empty

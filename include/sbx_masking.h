@@ -24,8 +24,6 @@ typedef struct SbxMaskRule
 
 typedef struct SbxMasking SbxMasking;
 
-extern bool sbx_catalog_has_rules(void);
-extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
 extern bool sbx_read_rules(const char *source, SbxCloneJob *job);
 extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns);
 extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,

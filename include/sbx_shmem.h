@@ -257,4 +257,8 @@ extern void sbx_usage_request_shmem(void);
 extern void sbx_usage_startup_shmem(void);
 extern void sbx_note_login(Oid role);
 
+/* how far a clone job has come (progress.c) */
+extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
+extern void sbx_progress_database(int j, Oid dboid, int64 base);
+
 #endif							/* SBX_SHMEM_H */

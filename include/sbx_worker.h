@@ -129,7 +129,6 @@ extern void sbx_random_string(char *out, int n, const char *alphabet);
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
-extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
 extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
 									bool schema_only, SbxCloneJob *job);
 extern void sbx_check_quotas(const SbxActor *by);
@@ -142,7 +141,6 @@ extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern void sbx_pick_name(char *name);
 extern void sbx_create_role(SbxCloneJob *job);
-extern void sbx_progress_database(int j, Oid dboid, int64 base);
 extern void sbx_secure_database(SbxCloneJob *job, int64 *size);
 extern char *sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job);
 /* drops, and finishing those that were blocked (drop.c) */
@@ -212,7 +210,6 @@ extern void sbx_save_fail(const SbxCloneJob *job, const char *reason,
 
 /* snapshots of sources and their schedules (snapshot.c) */
 extern bool sbx_snapshots_in_use(bool *pools);
-extern const char *sbx_current_snapshots_cte(void);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);

@@ -803,25 +803,6 @@ pgsandbox_include_data(PG_FUNCTION_ARGS)
 }
 
 /*
- * Whether the catalog has masking rules (is at least version 0.4's).  Needs
- * a transaction.
- */
-bool
-sbx_catalog_has_rules(void)
-{
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("source_rule", nsp));
-}
-
-/* a fragment of SQL that needs the 0.4 catalog, or another before it */
-const char *
-sbx_if_rules(const char *fragment, const char *otherwise)
-{
-	return sbx_catalog_has_rules() ? fragment : otherwise;
-}
-
-/*
  * In a worker transaction: pack the rules of a source for a data clone's
  * job, and its rules_version.  Each rule is its kind ('m', 'M' for a mask
  * whose author is a superuser, or 'x'), target,

@@ -45,39 +45,6 @@ const char *const sbx_phase_names[] = {"queued", "creating", "copying",
 	"extensions", "dumping", "restoring", "finishing"};
 
 /*
- * Record how far clone job j has come.  name is kept when NULL, total when
- * negative.
- */
-void
-sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
-{
-	SbxProgress *p = &sbx_shared->progress[j];
-
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	p->phase = phase;
-	if (name)
-		strlcpy(p->name, name, sizeof(p->name));
-	if (total >= 0)
-		p->total = total;
-	LWLockRelease(sbx_shared->lock);
-}
-
-/*
- * Record the database clone job j fills, and its size when created, which
- * the progress view counts from.
- */
-void
-sbx_progress_database(int j, Oid dboid, int64 base)
-{
-	SbxProgress *p = &sbx_shared->progress[j];
-
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	p->dboid = dboid;
-	p->base = base;
-	LWLockRelease(sbx_shared->lock);
-}
-
-/*
  * Starting a clone takes four steps, each its own transaction, so that
  * what a step made is recorded before the next begins:
  *   1. sbx_record_clone: check the source and the quotas, pick a name and
