@@ -49,7 +49,7 @@ extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db);
 extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db,
-								const char *hint) pg_attribute_noreturn();
+								const char *hint);
 extern bool sbx_backoff_due(const char *what);
 extern void sbx_backoff_failed(const char *what);
 extern void sbx_backoff_done(const char *what);
