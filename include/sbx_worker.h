@@ -47,7 +47,7 @@ extern char *sbx_describe_holders(Oid role, Oid db);
 extern bool sbx_clear_way(const char *name, Oid role, Oid db, bool may_defer);
 extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db);
-extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
+pg_noreturn extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db,
 								const char *hint);
 extern bool sbx_backoff_due(const char *what);

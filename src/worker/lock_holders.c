@@ -181,7 +181,7 @@ sbx_record_blocked(ErrorData *edata, const char *name, const char *step,
  * sandbox 'name''s role or database db is recorded (sbx_record_blocked)
  * and raised again as 55P03 naming what holds them, with 'hint'.
  */
-void
+pg_noreturn void
 sbx_rethrow_blocked(ErrorData *edata, const char *name, const char *step,
 					Oid role, Oid db, const char *hint)
 {
