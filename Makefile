@@ -2,8 +2,8 @@
 
 EXTENSION = pgsandbox
 MODULE_big = pgsandbox
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-DATA = $(wildcard pgsandbox--*.sql)
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
+DATA = $(wildcard pgsandbox--*.sql) $(wildcard updates/pgsandbox--*--*.sql)
 PGFILEDESC = "pgsandbox - disposable clones of approved databases"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
@@ -21,11 +21,11 @@ include $(PGXS)
 
 # PGXS knows nothing of our headers: every object depends on them.
 $(OBJS): $(wildcard include/*.h)
-src/suggest_masks.o src/pii_detect.o src/pii_masks.o: include/pii.h
+src/api/suggest_masks.o src/masking/pii_detect.o src/masking/pii_masks.o: include/pii.h
 
 # describe_schema()'s catalog query is kept as SQL and compiled in as a C
 # string (the leading comment lines dropped).
-src/describe_query.h: src/describe_query.sql
+src/api/describe_query.h: src/api/describe_query.sql
 	sed -e '/^--/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
-src/describe.o src/describe.bc: src/describe_query.h
-EXTRA_CLEAN = src/describe_query.h
+src/api/describe.o src/api/describe.bc: src/api/describe_query.h
+EXTRA_CLEAN = src/api/describe_query.h

@@ -41,7 +41,7 @@
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
 #define SBX_TMP_DIR				"pgsandbox_tmp" /* in the data directory */
 
-/* settings (pgsandbox.c) */
+/* settings (settings.c) */
 extern char *sbx_database;
 extern int	sbx_gc_interval;
 extern int	sbx_default_ttl;
@@ -71,10 +71,19 @@ typedef enum SbxCopyStrategy
 	SBX_COPY_AUTO
 } SbxCopyStrategy;
 
+extern void sbx_define_settings(void);
+extern const char *sbx_effective_host(void);
+extern const char *sbx_local_socket_host(void);
+extern int	sbx_effective_port(void);
+extern const char *sbx_effective_bin_dir(void);
+
+/* what every SQL function checks first (sql_checks.c; queue.c) */
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
 							const char *argname);
 extern void sbx_check_database(void);
+
+/* the catalog's version, and SQL that differs between versions (catalog_level.c) */
 extern bool sbx_catalog_has_kinds(void);
 extern const char *sbx_if_kinds(const char *fragment);
 extern bool sbx_catalog_has_generations(void);
@@ -83,10 +92,9 @@ extern bool sbx_catalog_has_usage(void);
 extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
 extern const char *sbx_same_source(void);
-extern const char *sbx_effective_host(void);
-extern const char *sbx_local_socket_host(void);
-extern int	sbx_effective_port(void);
-extern const char *sbx_effective_bin_dir(void);
+extern bool sbx_catalog_has_rules(void);
+extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
+extern const char *sbx_current_snapshots_cte(void);
 
 /*
  * A database's encoding and locale, as pg_database records them; empty

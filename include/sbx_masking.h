@@ -24,8 +24,6 @@ typedef struct SbxMaskRule
 
 typedef struct SbxMasking SbxMasking;
 
-extern bool sbx_catalog_has_rules(void);
-extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
 extern bool sbx_read_rules(const char *source, SbxCloneJob *job);
 extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns);
 extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
@@ -52,6 +50,7 @@ extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
 extern char *sbx_mask_functions_setting;
 extern const char *sbx_mask_expression_refused(const char *expression);
 extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
+extern void sbx_define_mask_settings(void);
 extern char *sbx_mask_key(const char *source);
 extern void sbx_set_mask_key(PGconn *conn, const char *source, const char *what);
 

@@ -252,9 +252,13 @@ extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
 extern bool sbx_queue_abandoned(int slot, uint64 serial);
 extern void sbx_queue_fail_running(const char *message);
 
-/* when sandboxes were last logged into, for idle expiry (usage.c) */
+/* when sandboxes were last logged into, for idle expiry (login_times.c) */
 extern void sbx_usage_request_shmem(void);
 extern void sbx_usage_startup_shmem(void);
 extern void sbx_note_login(Oid role);
+
+/* how far a clone job has come (progress.c) */
+extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
+extern void sbx_progress_database(int j, Oid dboid, int64 base);
 
 #endif							/* SBX_SHMEM_H */

@@ -11,7 +11,7 @@
 
 #include "sbx_shmem.h"
 
-/* asking the lifecycle worker from a SQL function (requests.c) */
+/* asking the lifecycle worker from a SQL function (sandboxes.c) */
 extern void sbx_init_request(SbxRequest *req, SbxRequestKind kind);
 extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
 extern void sbx_probe_source(const char *source, SbxRequest *req);

@@ -38,11 +38,11 @@ extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
 							  bool drop_grants);
 extern void sbx_janitor_wait(Oid dboid);
 extern char *sbx_role_to_revoke(Oid role);
+extern const char *sbx_holders_sql(void);
 extern bool sbx_janitors_running(void);
 extern PGDLLEXPORT void sbx_janitor_main(Datum main_arg);
 
 /* what holds a sandbox's role or database, and clearing it (lock_holders.c) */
-extern const char *sbx_holders_sql(void);
 extern char *sbx_describe_holders(Oid role, Oid db);
 extern bool sbx_clear_way(const char *name, Oid role, Oid db, bool may_defer);
 extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
@@ -110,10 +110,11 @@ sbx_clone_method(const SbxCloneJob *job)
 	return job->from_save ? "save" : job->snapshot_id ? "snapshot" : "dump";
 }
 
-/* the lifecycle worker's catalog work (worker_spi.c) */
+/* the lifecycle worker's catalog work (spi.c) */
 extern MemoryContext sbx_outer_cxt;
 extern char *sbx_keep(const char *s);
 extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
+extern void sbx_try_or_warn(void (*step) (void), const char *what);
 extern void sbx_xact_begin(const char *activity);
 extern void sbx_xact_commit(void);
 extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
@@ -128,7 +129,6 @@ extern void sbx_random_string(char *out, int n, const char *alphabet);
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
-extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
 extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
 									bool schema_only, SbxCloneJob *job);
 extern void sbx_check_quotas(const SbxActor *by);
@@ -141,7 +141,6 @@ extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern void sbx_pick_name(char *name);
 extern void sbx_create_role(SbxCloneJob *job);
-extern void sbx_progress_database(int j, Oid dboid, int64 base);
 extern void sbx_secure_database(SbxCloneJob *job, int64 *size);
 extern char *sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job);
 /* drops, and finishing those that were blocked (drop.c) */
@@ -149,6 +148,10 @@ extern bool sbx_drop_resources(const char *name, const char *role_oid,
 							   const char *db_oid, bool may_defer);
 extern bool sbx_drop_role(const char *name, const char *role_oid);
 extern bool sbx_drop_one_leftover_role(void);
+extern void sbx_drop_side_database(const char *name, const char *role_oid,
+								   const char *reset_role, const char *keep);
+extern void sbx_drop_reset_leftovers(const char *name, const char *role_oid,
+									 const char *db_oid);
 extern SbxDropOutcome sbx_drop(const char *name, const SbxActor *by,
 							   bool only_if_expired, bool may_defer,
 							   const char *action);
@@ -159,6 +162,8 @@ extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
 extern bool sbx_drop_first_of(List *ids, List *reasons);
 extern List *sbx_expired_sandboxes(void);
+
+/* reconciliation at start (reconcile.c) */
 extern void sbx_end_orphan_clone_workers(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
@@ -187,15 +192,15 @@ extern void sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req,
 extern TimestampTz sbx_reset_swap(const SbxCloneJob *job, const char *actor,
 								  double seconds, TimestampTz *expires_at);
 extern void sbx_reset_cleanup(int64 sandbox_id, bool interrupted);
-extern void sbx_drop_reset_leftovers(const char *name, const char *role_oid,
-									 const char *db_oid);
 extern void sbx_reset_fail(const SbxCloneJob *job, const char *reason,
 						   const char *actor);
 
-/* saves of sandboxes (save.c) */
+/* finding a save to copy (save_lookup.c) */
 extern bool sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref);
 extern void sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 							  char *source, bool *schema_only);
+
+/* saves of sandboxes (save.c) */
 extern void sbx_drop_save(const SbxActor *by, const char *name);
 extern void sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req,
 						   SbxCloneJob *job);
@@ -205,7 +210,6 @@ extern void sbx_save_fail(const SbxCloneJob *job, const char *reason,
 
 /* snapshots of sources and their schedules (snapshot.c) */
 extern bool sbx_snapshots_in_use(bool *pools);
-extern const char *sbx_current_snapshots_cte(void);
 extern bool sbx_current_snapshot(const char *source, bool schema_only,
 								 SbxSnapshotRef *ref);
 extern int64 sbx_snapshot_done(const SbxCloneJob *job, double seconds);
@@ -240,7 +244,7 @@ typedef struct SbxSchedule
 extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
 extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
 
-/* what the worker does with the noted logins (usage.c) */
+/* what the worker does with the noted logins (login_times.c) */
 extern TimestampTz sbx_pending_login(Oid role);
 extern bool sbx_usage_full(void);
 extern void sbx_usage_flush(void);

@@ -3,7 +3,8 @@
 # version gives what a fresh install of the current version gives, and the
 # sandboxes made before it keep working.
 #
-# For each earlier version: install it, add a source, grant it, make a ready
+# For each earlier version: install it (CREATE EXTENSION ... VERSION, which
+# runs the base script and the upgrade chain up to it), add a source, grant it, make a ready
 # sandbox, update to the default version; then compare every object of the
 # extension (definitions, columns, constraints, indexes, privileges, the
 # tables a dump keeps) with a fresh install on another node, log into the
@@ -25,13 +26,21 @@ use Test::More;
 
 my $top = "$FindBin::RealBin/../..";
 
-# the default version, and every version with a full install script
+# the default version, and every earlier one: the base script's and each
+# that the upgrade chain starts from, installed through the chain
 my $control = slurp_file("$top/pgsandbox.control");
 my ($current) = $control =~ /default_version\s*=\s*'([^']+)'/;
 ok(defined $current, "the control file names the default version ($current)");
-my @scripts = map { m{pgsandbox--([0-9.]+)\.sql$} ? $1 : () } glob("$top/pgsandbox--*.sql");
-my @earlier = grep { $_ ne $current } @scripts;
-ok(-f "$top/pgsandbox--$current.sql", 'the default version has its install script');
+my @full = sort map { m{/pgsandbox--([0-9.]+)\.sql$} ? $1 : () } glob("$top/pgsandbox--*.sql");
+my %steps = map { m{/pgsandbox--([0-9.]+)--([0-9.]+)\.sql$} ? ($1 => $2) : () }
+  glob("$top/updates/pgsandbox--*--*.sql");
+is_deeply(\@full, [ '0.1', $current ],
+	'two full install scripts: the base one and the default version\'s');
+my %from = map { $_ => 1 } ('0.1', keys %steps);
+my @earlier = sort grep { $_ ne $current } keys %from;
+my $v = '0.1';
+$v = $steps{$v} while exists $steps{$v};
+is($v, $current, 'the upgrade chain leads from the base script to the default version');
 ok(scalar(@earlier) > 0, 'there are earlier versions to upgrade from: ' . join(', ', @earlier));
 
 # Everything that makes up the installed extension, one line per fact.

@@ -530,6 +530,89 @@ first_bit_from(uint64 bits, int from)
 	return from + pg_rightmost_one_pos64(bits);
 }
 
+/* A minute of the calendar, in UTC, as the search below walks it. */
+typedef struct CronMinute
+{
+	int			year;
+	int			month;
+	int			day;
+	int			hour;
+	int			minute;
+} CronMinute;
+
+/* Carry what ran over into the next larger unit. */
+static void
+cron_carry(CronMinute *t)
+{
+	if (t->minute > 59)
+	{
+		t->minute = 0;
+		t->hour++;
+	}
+	if (t->hour > 23)
+	{
+		t->hour = 0;
+		t->day++;
+	}
+	if (t->day > day_tab[isleap(t->year)][t->month - 1])
+	{
+		t->day = 1;
+		t->month++;
+	}
+	if (t->month > 12)
+	{
+		t->month = 1;
+		t->year++;
+	}
+}
+
+/*
+ * One step of the search: true if minute *t matches the schedule, or the
+ * first match within its hour is found; otherwise *t moves to the start of
+ * the next month, day or hour that may match, skipping all of the month,
+ * day or hour that cannot.
+ */
+static bool
+cron_step(const SbxSchedule *schedule, CronMinute *t)
+{
+	int			next;
+
+	if ((schedule->months & (1 << t->month)) == 0)
+	{
+		t->month++;
+		t->day = 1;
+		t->hour = t->minute = 0;
+		return false;
+	}
+	if (!cron_day_matches(schedule, t->year, t->month, t->day))
+	{
+		t->day++;
+		t->hour = t->minute = 0;
+		return false;
+	}
+	next = first_bit_from(schedule->hours, t->hour);
+	if (next < 0)
+	{
+		t->day++;
+		t->hour = t->minute = 0;
+		return false;
+	}
+	if (next > t->hour)
+	{
+		t->hour = next;
+		t->minute = 0;
+	}
+	next = first_bit_from(schedule->minutes, t->minute);
+	if (next < 0)
+	{
+		t->hour++;
+		t->minute = 0;
+		return false;
+	}
+	t->minute = next;
+	return true;
+}
+
 /*
  * The first run of a schedule strictly after 'after'.  An interval runs
  * its length after 'after'; a cron schedule at the start of the first
@@ -542,11 +625,7 @@ sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after)
 	struct pg_tm tt,
 			   *tm = &tt;
 	fsec_t		fsec;
-	int			year,
-				month,
-				day,
-				hour,
-				minute;
+	CronMinute	t;
 	int			last_year;
 	TimestampTz result;
 
@@ -571,93 +650,31 @@ sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after)
 				 errmsg("timestamp out of range")));
 
 	/* start at the next whole minute */
-	year = tm->tm_year;
-	month = tm->tm_mon;
-	day = tm->tm_mday;
-	hour = tm->tm_hour;
-	minute = tm->tm_min + 1;
-	last_year = year + SCHEDULE_SEARCH_YEARS;
+	t.year = tm->tm_year;
+	t.month = tm->tm_mon;
+	t.day = tm->tm_mday;
+	t.hour = tm->tm_hour;
+	t.minute = tm->tm_min + 1;
+	last_year = t.year + SCHEDULE_SEARCH_YEARS;
 
-	/*
-	 * Each step either finds the minute that matches, or moves to the start
-	 * of the next month, day, hour or minute that may, skipping all of the
-	 * month, day or hour that cannot match.
-	 */
 	for (;;)
 	{
-		int			next;
-
-		/* carry what ran over into the next larger unit */
-		if (minute > 59)
-		{
-			minute = 0;
-			hour++;
-		}
-		if (hour > 23)
-		{
-			hour = 0;
-			day++;
-		}
-		if (day > day_tab[isleap(year)][month - 1])
-		{
-			day = 1;
-			month++;
-		}
-		if (month > 12)
-		{
-			month = 1;
-			year++;
-		}
-		if (year > last_year)
+		cron_carry(&t);
+		if (t.year > last_year)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("schedule does not run in the %d years after %s",
 							SCHEDULE_SEARCH_YEARS, timestamptz_to_str(after))));
-
-		if ((schedule->months & (1 << month)) == 0)
-		{
-			month++;
-			day = 1;
-			hour = minute = 0;
-			continue;
-		}
-		if (!cron_day_matches(schedule, year, month, day))
-		{
-			day++;
-			hour = minute = 0;
-			continue;
-		}
-
-		next = first_bit_from(schedule->hours, hour);
-		if (next < 0)
-		{
-			day++;
-			hour = minute = 0;
-			continue;
-		}
-		if (next > hour)
-		{
-			hour = next;
-			minute = 0;
-		}
-
-		next = first_bit_from(schedule->minutes, minute);
-		if (next < 0)
-		{
-			hour++;
-			minute = 0;
-			continue;
-		}
-		minute = next;
-		break;
+		if (cron_step(schedule, &t))
+			break;
 	}
 
 	memset(tm, 0, sizeof(*tm));
-	tm->tm_year = year;
-	tm->tm_mon = month;
-	tm->tm_mday = day;
-	tm->tm_hour = hour;
-	tm->tm_min = minute;
+	tm->tm_year = t.year;
+	tm->tm_mon = t.month;
+	tm->tm_mday = t.day;
+	tm->tm_hour = t.hour;
+	tm->tm_min = t.minute;
 	tm->tm_sec = 0;
 	if (tm2timestamp(tm, 0, NULL, &result) != 0)
 		ereport(ERROR,

@@ -346,3 +346,17 @@ sbx_check_mask_functions(char **newval, void **extra, GucSource source)
 	}
 	return true;
 }
+
+/* the masking rules' own setting, defined by _PG_init */
+void
+sbx_define_mask_settings(void)
+{
+	DefineCustomStringVariable("pgsandbox.mask_functions",
+							   "Functions that the masking rules of administrators who are not superusers may call, besides pgsandbox's own list.",
+							   "A comma-separated list: a bare name is a function of pg_catalog, schema.name any other. Such a rule runs with the rights of the source's login.",
+							   &sbx_mask_functions_setting,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   sbx_check_mask_functions, NULL, NULL);
+}

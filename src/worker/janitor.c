@@ -65,6 +65,60 @@ typedef struct SbxJanitor
 
 static SbxJanitor sbx_janitors[SBX_MAX_JANITORS];
 
+/*
+ * What holds role $1 or database $2 (either may be NULL): prepared
+ * transactions (kind 'prepared', id its gid) and sessions (kind 'session',
+ * id its pid), with their role, database name and database oid.
+ */
+const char *
+sbx_holders_sql(void)
+{
+	return
+		"WITH t AS (SELECT $1::pg_catalog.oid AS role, $2::pg_catalog.oid AS db),"
+		" updated AS ("
+		"  SELECT a.xmax AS xid, 'pg_catalog.pg_authid'::pg_catalog.regclass::pg_catalog.oid AS rel"
+		"    FROM pg_catalog.pg_authid a, t WHERE a.oid = t.role"
+		"  UNION ALL"
+		"  SELECT d.xmax, 'pg_catalog.pg_database'::pg_catalog.regclass::pg_catalog.oid"
+		"    FROM pg_catalog.pg_database d, t WHERE d.oid = t.db),"
+		" objects AS ("
+		"  SELECT l.pid, l.virtualtransaction FROM pg_catalog.pg_locks l, t"
+		"   WHERE l.granted AND l.locktype = 'object' AND l.database = 0"
+		"     AND ((l.classid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND l.objid = t.role)"
+		"          OR (l.classid = 'pg_catalog.pg_database'::pg_catalog.regclass AND l.objid = t.db))),"
+		" catalogs AS ("
+		"  SELECT l.pid, l.virtualtransaction, l.relation FROM pg_catalog.pg_locks l"
+		"   WHERE l.granted AND l.locktype = 'relation' AND l.database = 0"
+		"     AND l.relation IN ('pg_catalog.pg_authid'::pg_catalog.regclass,"
+		"                        'pg_catalog.pg_database'::pg_catalog.regclass)),"
+		/* a prepared transaction's locks: those of its transaction ID's lock */
+		" prepared AS ("
+		"  SELECT p.gid, p.owner, p.database, p.transaction, l.virtualtransaction AS vxid"
+		"    FROM pg_catalog.pg_prepared_xacts p"
+		"    LEFT JOIN pg_catalog.pg_locks l ON l.locktype = 'transactionid' AND l.pid IS NULL"
+		"     AND l.transactionid OPERATOR(pg_catalog.=) p.transaction)"
+		" SELECT 'prepared' AS kind, p.gid AS id, p.owner::text AS role,"
+		"        p.database::text AS database, d.oid AS dboid"
+		"   FROM prepared p"
+		"   JOIN pg_catalog.pg_database d ON d.datname = p.database, t"
+		"  WHERE d.oid = t.db"
+		"     OR p.owner = (SELECT a.rolname FROM pg_catalog.pg_authid a WHERE a.oid = t.role)"
+		"     OR EXISTS (SELECT 1 FROM objects o"
+		"                 WHERE o.pid IS NULL AND o.virtualtransaction = p.vxid)"
+		"     OR EXISTS (SELECT 1 FROM updated u JOIN catalogs c ON c.relation = u.rel"
+		"                 WHERE u.xid OPERATOR(pg_catalog.=) p.transaction"
+		"                   AND c.pid IS NULL AND c.virtualtransaction = p.vxid)"
+		" UNION ALL"
+		" SELECT 'session', a.pid::text, a.usename::text, a.datname::text, a.datid"
+		"   FROM pg_catalog.pg_stat_activity a, t"
+		"  WHERE a.pid <> pg_catalog.pg_backend_pid()"
+		"    AND (a.datid = t.db"
+		"         OR a.pid IN (SELECT o.pid FROM objects o)"
+		"         OR EXISTS (SELECT 1 FROM updated u JOIN catalogs c ON c.relation = u.rel"
+		"                     WHERE u.xid OPERATOR(pg_catalog.=) a.backend_xid AND c.pid = a.pid))"
+		"  ORDER BY 1, 2";
+}
+
 /* Forget the janitors that have stopped; return how many still run. */
 static int
 sbx_janitors_check(void)

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * worker_spi.c
+ * spi.c
  *	  How the lifecycle worker works on the catalog: its transactions, SPI
  *	  statements with text arguments, utility statements run as top-level
  *	  commands, the event log and random names and passwords.
@@ -81,6 +81,32 @@ sbx_catch_error(MemoryContext cxt)
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
 	return edata;
+}
+
+/*
+ * Run step(); an error it raises is logged as a warning, "what" followed by
+ * its message, and the transaction it left is aborted.  For the steps of
+ * the worker's timers, which the next pass tries again.
+ */
+void
+sbx_try_or_warn(void (*step) (void), const char *what)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		step();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = sbx_catch_error(cxt);
+
+		ereport(WARNING,
+				(errmsg("%s", what),
+				 errdetail_internal("%s", edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
 }
 
 #define SBX_SPI_MAX_ARGS 12

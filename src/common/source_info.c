@@ -44,6 +44,24 @@ sbx_source_query(PGconn *conn, const char *source, const char *query,
 }
 
 /*
+ * One entry of pg_db_role_setting.setconfig ("name=value") as a setting,
+ * allocated in the current memory context; NULL if it has no '='.
+ */
+SbxSetting *
+sbx_parse_setting(const char *item)
+{
+	const char *eq = strchr(item, '=');
+	SbxSetting *setting;
+
+	if (eq == NULL)
+		return NULL;
+	setting = palloc0(sizeof(SbxSetting));
+	setting->name = pnstrdup(item, eq - item);
+	setting->value = pstrdup(eq + 1);
+	return setting;
+}
+
+/*
  * The encoding and locale of the source database.
  */
 void

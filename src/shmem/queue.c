@@ -22,6 +22,7 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "sbx_shmem.h"
 #include "storage/ipc.h"
@@ -380,4 +381,22 @@ sbx_queue_fail_running(const char *message)
 			sbx_queue_answer_error(i, serial, ERRCODE_OPERATOR_INTERVENTION,
 								   message, NULL);
 	}
+}
+
+/*
+ * Lifecycle functions work only in the database the worker serves.
+ */
+void
+sbx_check_database(void)
+{
+	char	   *dbname = get_database_name(MyDatabaseId);
+
+	sbx_queue_attach();
+	if (dbname == NULL || strcmp(dbname, sbx_database) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgsandbox serves database \"%s\", not \"%s\"",
+						sbx_database, dbname ? dbname : "?"),
+				 errhint("Call pgsandbox functions in database \"%s\", or set pgsandbox.database.",
+						 sbx_database)));
 }

@@ -21,6 +21,9 @@
  *	  role that cannot be dropped yet is left without login and dropped by
  *	  a later pass of the reaper (sbx_drop_one_leftover_role).
  *
+ * A reset's databases beside the sandbox's (<name>_reset, <name>_old) are
+ * dropped here too, by their name and their owner.
+ *
  * Only what pgsandbox created and recorded is dropped: a role by its name
  * and recorded OID, a database by its name and its owner or recorded OID,
  * and in another database nothing is dropped where the role owns
@@ -160,6 +163,66 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 	}
 	PG_END_TRY();
 	return cleared;
+}
+
+/*
+ * Drop database 'name' if the sandbox's role or the reset's role owns it
+ * and it is not 'keep'.
+ */
+void
+sbx_drop_side_database(const char *name, const char *role_oid, const char *reset_role,
+					   const char *keep)
+{
+	const char *args[4] = {name, role_oid, keep, reset_role};
+	Oid			dboid = InvalidOid;
+	bool		prepared = false;
+	bool		isnull;
+
+	/*
+	 * An invalid database (its drop interrupted) may not be altered, only
+	 * dropped; it has no prepared transactions and is no template.
+	 */
+	sbx_xact_begin("pgsandbox: looking for a reset's database");
+	sbx_spi("SELECT d.oid, d.datconnlimit <> -2 AND EXISTS"
+			"        (SELECT 1 FROM pg_catalog.pg_prepared_xacts p WHERE p.database = d.datname),"
+			"       d.datistemplate AND d.datconnlimit <> -2"
+			"  FROM pg_catalog.pg_database d"
+			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.datdba = $4::oid)"
+			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 4, args);
+	if (SPI_processed == 1)
+	{
+		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+		prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 2, &isnull));
+		/* DROP DATABASE refuses a template */
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
+									   &isnull)))
+			sbx_run_utility(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
+									 quote_identifier(name)), NULL);
+	}
+	sbx_xact_commit();
+	if (!OidIsValid(dboid))
+		return;
+	/* the janitor rolls back what DROP DATABASE would refuse */
+	if (prepared)
+	{
+		sbx_janitor_start(dboid, name, InvalidOid, dboid, false);
+		sbx_janitor_wait(dboid);
+	}
+	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
+						 "pgsandbox: dropping a reset's database");
+}
+
+/*
+ * Drop <name>_reset and <name>_old if the sandbox's role owns them: before
+ * the role itself is dropped.
+ */
+void
+sbx_drop_reset_leftovers(const char *name, const char *role_oid, const char *db_oid)
+{
+	sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid, NULL, db_oid);
+	sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid, NULL, db_oid);
 }
 
 /*

@@ -135,3 +135,36 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 	}
 	return (Datum) 0;
 }
+
+/*
+ * Record how far clone job j has come.  name is kept when NULL, total when
+ * negative.
+ */
+void
+sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
+{
+	SbxProgress *p = &sbx_shared->progress[j];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	p->phase = phase;
+	if (name)
+		strlcpy(p->name, name, sizeof(p->name));
+	if (total >= 0)
+		p->total = total;
+	LWLockRelease(sbx_shared->lock);
+}
+
+/*
+ * Record the database clone job j fills, and its size when created, which
+ * the progress view counts from.
+ */
+void
+sbx_progress_database(int j, Oid dboid, int64 base)
+{
+	SbxProgress *p = &sbx_shared->progress[j];
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	p->dboid = dboid;
+	p->base = base;
+	LWLockRelease(sbx_shared->lock);
+}

@@ -34,24 +34,6 @@
 #include "utils/snapmgr.h"
 #include "utils/varlena.h"
 
-/*
- * One entry of pg_db_role_setting.setconfig ("name=value") as a setting,
- * allocated in the current memory context; NULL if it has no '='.
- */
-SbxSetting *
-sbx_parse_setting(const char *item)
-{
-	const char *eq = strchr(item, '=');
-	SbxSetting *setting;
-
-	if (eq == NULL)
-		return NULL;
-	setting = palloc0(sizeof(SbxSetting));
-	setting->name = pnstrdup(item, eq - item);
-	setting->value = pstrdup(eq + 1);
-	return setting;
-}
-
 /* Settings that name roles of the source, which the sandbox does not have */
 static bool
 sbx_setting_names_role(const char *name)

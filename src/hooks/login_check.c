@@ -1,24 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * access.c
- *	  Who may do what: the caller's identity, the admin check, grants of
- *	  sources to roles, and the login check that keeps every sandbox role
- *	  inside its own database.
- *
- * The SQL functions are SECURITY DEFINER, so that they can read the
- * catalog on the caller's behalf; the caller is the session's current role
- * as SET ROLE left it (GetOuterUserId), which SECURITY DEFINER does not
- * change.  Superusers and roles with the privileges of pgsandbox_admin are
- * admins; everyone else who may execute the functions (pgsandbox_user) acts
- * on its own sandboxes and the sources granted to it.
+ * login_check.c
+ *	  The hooks that keep every sandbox role inside its own sandbox.
  *
  * The login check runs as a ClientAuthentication_hook, after pg_hba.conf
  * has let the connection in, so it holds whatever pg_hba.conf says: a
  * direct member of pgsandbox_sandbox connects to the database of its own
  * name or not at all, and its login is noted for idle expiry.  A
  * ProcessUtility_hook keeps sandbox roles from granting themselves, or
- * anything, to other roles of that kind, and from changing their
- * database's options.
+ * anything, to other roles of that kind, from changing their database's
+ * options, and from giving themselves settings in another database.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,177 +34,8 @@
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
-PG_FUNCTION_INFO_V1(pgsandbox_caller);
-PG_FUNCTION_INFO_V1(pgsandbox_caller_is_admin);
-PG_FUNCTION_INFO_V1(pgsandbox_grant_source);
-PG_FUNCTION_INFO_V1(pgsandbox_revoke_source);
-
 static ClientAuthentication_hook_type prev_client_auth_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
-
-/* The role pgsandbox acts for. */
-Oid
-sbx_caller(void)
-{
-	return GetOuterUserId();
-}
-
-bool
-sbx_is_admin(Oid role)
-{
-	Oid			admin = get_role_oid(SBX_ADMIN_GROUP, true);
-
-	if (superuser_arg(role))
-		return true;
-	return OidIsValid(admin) && has_privs_of_role(role, admin);
-}
-
-void
-sbx_require_admin(void)
-{
-	if (!sbx_is_admin(sbx_caller()))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to manage pgsandbox sources"),
-				 errhint("Only superusers and members of %s manage sources.",
-						 SBX_ADMIN_GROUP)));
-}
-
-Datum
-pgsandbox_caller(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_OID(sbx_caller());
-}
-
-Datum
-pgsandbox_caller_is_admin(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sbx_is_admin(sbx_caller()));
-}
-
-/*
- * May 'role' clone 'source'?  Admins may clone every source; anyone else
- * needs a grant to itself or to a role it is a member of.  Must be called
- * with SPI connected.  Returns false for an unknown source too.
- */
-bool
-sbx_may_clone(Oid role, bool is_admin, const char *source)
-{
-	Oid			argtypes[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
-	int			rc;
-
-	values[0] = CStringGetTextDatum(source);
-	values[1] = ObjectIdGetDatum(role);
-	if (is_admin)
-		rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
-								   1, argtypes, values, NULL, true, 1);
-	else
-		rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source_grant g"
-								   " WHERE g.source = $1"
-								   "   AND pg_catalog.pg_has_role($2, g.grantee, 'MEMBER')",
-								   2, argtypes, values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not check the grants of source \"%s\"", source);
-	return SPI_processed > 0;
-}
-
-/*
- * The error for a source the caller may not clone.  An admin learns that
- * it does not exist; anyone else is only told no, whether it exists or not.
- */
-void
-sbx_report_source_denied(const char *source, bool is_admin)
-{
-	bool		showable = strlen(source) < NAMEDATALEN;
-
-	if (is_admin)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 showable ? errmsg("source \"%s\" does not exist", source)
-				 : errmsg("source does not exist"),
-				 errhint("Sources are approved with pgsandbox.add_source().")));
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 showable ? errmsg("permission denied for source \"%s\"", source)
-			 : errmsg("permission denied for source"),
-			 errhint("An administrator approves sources and grants them with pgsandbox.grant_source().")));
-}
-
-void
-sbx_report_data_denied(const char *source)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("source \"%s\" does not allow copying data", source),
-			 errhint("Clone it with schema_only => true, or have it approved with allow_data => true.")));
-}
-
-/* Change a grant: add it (grant) or take it back. */
-static void
-sbx_change_grant(FunctionCallInfo fcinfo, bool grant)
-{
-	char	   *source;
-	Oid			grantee;
-	Oid			argtypes[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
-	int			rc;
-
-	sbx_require_admin();
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("grantee must not be null")));
-	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	grantee = PG_GETARG_OID(1);
-	values[0] = CStringGetTextDatum(source);
-	values[1] = ObjectIdGetDatum(grantee);
-
-	SPI_connect();
-	rc = SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1",
-							   1, argtypes, values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source");
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" does not exist", source)));
-	if (grant)
-		rc = SPI_execute_with_args("INSERT INTO pgsandbox.source_grant (source, grantee)"
-								   " VALUES ($1, $2) ON CONFLICT DO NOTHING",
-								   2, argtypes, values, NULL, false, 0);
-	else
-		rc = SPI_execute_with_args("DELETE FROM pgsandbox.source_grant"
-								   " WHERE source = $1 AND grantee = $2",
-								   2, argtypes, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT && rc != SPI_OK_DELETE)
-		elog(ERROR, "could not change the grants of source \"%s\"", source);
-	if (!grant && SPI_processed == 0)
-		ereport(WARNING,
-				(errmsg("role \"%s\" had no grant on source \"%s\"",
-						GetUserNameFromId(grantee, false), source)));
-	SPI_finish();
-}
-
-/* grant_source(source text, grantee regrole) */
-Datum
-pgsandbox_grant_source(PG_FUNCTION_ARGS)
-{
-	sbx_change_grant(fcinfo, true);
-	PG_RETURN_VOID();
-}
-
-/* revoke_source(source text, grantee regrole) */
-Datum
-pgsandbox_revoke_source(PG_FUNCTION_ARGS)
-{
-	sbx_change_grant(fcinfo, false);
-	PG_RETURN_VOID();
-}
 
 /*
  * Is role a sandbox role: a direct member of pgsandbox_sandbox?  Only
@@ -389,7 +211,7 @@ sbx_client_auth(Port *port, int status)
 	if (port->database_name != NULL &&
 		strcmp(port->database_name, port->user_name) == 0)
 	{
-		sbx_note_login(role);	/* for idle expiry (usage.c) */
+		sbx_note_login(role);	/* for idle expiry (login_times.c) */
 		return;
 	}
 
@@ -406,22 +228,4 @@ sbx_install_login_check(void)
 	ClientAuthentication_hook = sbx_client_auth;
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = sbx_process_utility;
-}
-
-/*
- * For a superuser session inside a sandbox (the clone worker, the
- * janitor): the sandbox role owns the database and may have given it
- * settings (ALTER DATABASE ... SET) meant to trap such a session, such as a
- * search_path that puts its own operators first.  Override them.
- */
-void
-sbx_harden_session(void)
-{
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("pgsandbox.read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 }

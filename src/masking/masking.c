@@ -179,6 +179,150 @@ sbx_resolve_exclusions(SbxMasking *m, List *patterns, List **excluded_oids)
 }
 
 /*
+ * The OID (as text) of the table that mask rule 'rule' names, which must
+ * still have the rule's column.
+ */
+static char *
+sbx_mask_rule_relid(SbxMasking *m, SbxMaskRule *rule)
+{
+	const char *params[3] = {rule->schema, rule->table, rule->column};
+	PGresult   *res;
+	char	   *relid;
+
+	res = sbx_reader_exec(m,
+						  "SELECT c.oid, (SELECT a.attnum FROM pg_catalog.pg_attribute a"
+						  "                WHERE a.attrelid = c.oid AND a.attname = $3"
+						  "                  AND a.attnum > 0 AND NOT a.attisdropped"
+						  "                  AND a.attgenerated = '')"
+						  "  FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+						  3, params, PGRES_TUPLES_OK);
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("masking rule \"%s\" of source \"%s\" names a table the source no longer has",
+						rule->target, m->source),
+				 errhint("Remove the rule with unmask(), or set it again.")));
+	}
+	if (PQgetisnull(res, 0, 1))
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("masking rule \"%s\" of source \"%s\" names a column the source no longer has",
+						rule->target, m->source),
+				 errhint("Remove the rule with unmask(), or set it again.")));
+	}
+	relid = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return relid;
+}
+
+/*
+ * The tables mask rule 'rule' covers, table relid and its children (oid,
+ * schema, name, kind), checked to be safe to mask now.
+ */
+static PGresult *
+sbx_mask_rule_covered(SbxMasking *m, SbxMaskRule *rule, const char *relid)
+{
+	const char *params[2] = {relid, rule->column};
+	PGresult   *res;
+
+	/*
+	 * The table and its children, with what would make the rule unsafe
+	 * now, though it was not when set: a foreign key on the column
+	 * (pg_restore would check it against rows copied unmasked, and
+	 * quote them), or the table's being an extension's, whose rows
+	 * are copied apart from the dump.
+	 */
+	res = sbx_reader_exec(m,
+						  "WITH RECURSIVE covered(relid) AS ("
+						  "  VALUES ($1::oid)"
+						  "  UNION"
+						  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
+						  "    JOIN covered ON i.inhparent = covered.relid)"
+						  " SELECT covered.relid, n.nspname, c.relname, c.relkind,"
+						  "        (SELECT k.conname FROM pg_catalog.pg_constraint k"
+						  "           JOIN pg_catalog.pg_attribute a ON a.attrelid = covered.relid"
+						  "          WHERE a.attname = $2 AND k.contype = 'f'"
+						  "            AND ((k.conrelid = covered.relid AND a.attnum = ANY (k.conkey))"
+						  "              OR (k.confrelid = covered.relid AND a.attnum = ANY (k.confkey)))"
+						  "          ORDER BY k.conname LIMIT 1),"
+						  "        (SELECT e.extname FROM pg_catalog.pg_depend d"
+						  "           JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+						  "          WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+						  "            AND d.objid = covered.relid AND d.deptype = 'e'"
+						  "          LIMIT 1)"
+						  "   FROM covered"
+						  "   JOIN pg_catalog.pg_class c ON c.oid = covered.relid"
+						  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  "  ORDER BY covered.relid",
+						  2, params, PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		char	   *fkey;
+		char	   *extension;
+
+		if (PQgetisnull(res, i, 4) && PQgetisnull(res, i, 5))
+			continue;
+		fkey = PQgetisnull(res, i, 4) ? NULL : pstrdup(PQgetvalue(res, i, 4));
+		extension = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
+		PQclear(res);
+		if (fkey != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("masking rule \"%s\" of source \"%s\" masks a column that foreign key \"%s\" uses",
+							rule->target, m->source, fkey),
+					 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to."),
+					 errhint("Remove the rule with unmask(), or the foreign key from the source.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("masking rule \"%s\" of source \"%s\" masks a table of extension \"%s\"",
+						rule->target, m->source, extension),
+				 errdetail("The rows of an extension's tables are copied as the extension keeps them."),
+				 errhint("Remove the rule with unmask().")));
+	}
+	return res;
+}
+
+/* The tables of res that hold rows, masked by 'rule' unless excluded. */
+static void
+sbx_mask_covered_tables(SbxMasking *m, SbxMaskRule *rule, PGresult *res,
+						List *excluded_oids)
+{
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		Oid			relid = atooid(PQgetvalue(res, i, 0));
+		SbxMaskedTable *table = NULL;
+		ListCell   *lt;
+
+		if (PQgetvalue(res, i, 3)[0] != 'r' || list_member_oid(excluded_oids, relid))
+			continue;
+		foreach(lt, m->masked)
+		{
+			if (((SbxMaskedTable *) lfirst(lt))->relid == relid)
+				table = lfirst(lt);
+		}
+		if (table == NULL)
+		{
+			table = palloc0(sizeof(SbxMaskedTable));
+			table->relid = relid;
+			table->qualified = quote_qualified_identifier(PQgetvalue(res, i, 1),
+														  PQgetvalue(res, i, 2));
+			table->sql_name = sbx_remote_quote_qualified(PQgetvalue(res, i, 1),
+														 PQgetvalue(res, i, 2));
+			m->masked = lappend(m->masked, table);
+			sbx_leave_out(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+						  NULL, table);
+		}
+		table->rules = lappend(table->rules, rule);
+	}
+}
+
+/*
  * Each mask rule's table and column, which must exist, and the tables it
  * covers: the table and its children that hold rows.
  */
@@ -190,121 +334,10 @@ sbx_resolve_masks(SbxMasking *m, List *masks, List *excluded_oids)
 	foreach(lc, masks)
 	{
 		SbxMaskRule *rule = lfirst(lc);
-		const char *params[3] = {rule->schema, rule->table, rule->column};
 		PGresult   *res;
 
-		res = sbx_reader_exec(m,
-							  "SELECT c.oid, (SELECT a.attnum FROM pg_catalog.pg_attribute a"
-							  "                WHERE a.attrelid = c.oid AND a.attname = $3"
-							  "                  AND a.attnum > 0 AND NOT a.attisdropped"
-							  "                  AND a.attgenerated = '')"
-							  "  FROM pg_catalog.pg_class c"
-							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-							  3, params, PGRES_TUPLES_OK);
-		if (PQntuples(res) == 0)
-		{
-			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("masking rule \"%s\" of source \"%s\" names a table the source no longer has",
-							rule->target, m->source),
-					 errhint("Remove the rule with unmask(), or set it again.")));
-		}
-		if (PQgetisnull(res, 0, 1))
-		{
-			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("masking rule \"%s\" of source \"%s\" names a column the source no longer has",
-							rule->target, m->source),
-					 errhint("Remove the rule with unmask(), or set it again.")));
-		}
-		params[0] = pstrdup(PQgetvalue(res, 0, 0));
-		PQclear(res);
-
-		/*
-		 * The table and its children, with what would make the rule unsafe
-		 * now, though it was not when set: a foreign key on the column
-		 * (pg_restore would check it against rows copied unmasked, and
-		 * quote them), or the table's being an extension's, whose rows
-		 * are copied apart from the dump.
-		 */
-		params[1] = rule->column;
-		res = sbx_reader_exec(m,
-							  "WITH RECURSIVE covered(relid) AS ("
-							  "  VALUES ($1::oid)"
-							  "  UNION"
-							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
-							  "    JOIN covered ON i.inhparent = covered.relid)"
-							  " SELECT covered.relid, n.nspname, c.relname, c.relkind,"
-							  "        (SELECT k.conname FROM pg_catalog.pg_constraint k"
-							  "           JOIN pg_catalog.pg_attribute a ON a.attrelid = covered.relid"
-							  "          WHERE a.attname = $2 AND k.contype = 'f'"
-							  "            AND ((k.conrelid = covered.relid AND a.attnum = ANY (k.conkey))"
-							  "              OR (k.confrelid = covered.relid AND a.attnum = ANY (k.confkey)))"
-							  "          ORDER BY k.conname LIMIT 1),"
-							  "        (SELECT e.extname FROM pg_catalog.pg_depend d"
-							  "           JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
-							  "          WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-							  "            AND d.objid = covered.relid AND d.deptype = 'e'"
-							  "          LIMIT 1)"
-							  "   FROM covered"
-							  "   JOIN pg_catalog.pg_class c ON c.oid = covered.relid"
-							  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  "  ORDER BY covered.relid",
-							  2, params, PGRES_TUPLES_OK);
-		for (int i = 0; i < PQntuples(res); i++)
-		{
-			char	   *fkey;
-			char	   *extension;
-
-			if (PQgetisnull(res, i, 4) && PQgetisnull(res, i, 5))
-				continue;
-			fkey = PQgetisnull(res, i, 4) ? NULL : pstrdup(PQgetvalue(res, i, 4));
-			extension = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
-			PQclear(res);
-			if (fkey != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("masking rule \"%s\" of source \"%s\" masks a column that foreign key \"%s\" uses",
-								rule->target, m->source, fkey),
-						 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to."),
-						 errhint("Remove the rule with unmask(), or the foreign key from the source.")));
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("masking rule \"%s\" of source \"%s\" masks a table of extension \"%s\"",
-							rule->target, m->source, extension),
-					 errdetail("The rows of an extension's tables are copied as the extension keeps them."),
-					 errhint("Remove the rule with unmask().")));
-		}
-		for (int i = 0; i < PQntuples(res); i++)
-		{
-			Oid			relid = atooid(PQgetvalue(res, i, 0));
-			SbxMaskedTable *table = NULL;
-			ListCell   *lt;
-
-			if (PQgetvalue(res, i, 3)[0] != 'r' || list_member_oid(excluded_oids, relid))
-				continue;
-			foreach(lt, m->masked)
-			{
-				if (((SbxMaskedTable *) lfirst(lt))->relid == relid)
-					table = lfirst(lt);
-			}
-			if (table == NULL)
-			{
-				table = palloc0(sizeof(SbxMaskedTable));
-				table->relid = relid;
-				table->qualified = quote_qualified_identifier(PQgetvalue(res, i, 1),
-															  PQgetvalue(res, i, 2));
-				table->sql_name = sbx_remote_quote_qualified(PQgetvalue(res, i, 1),
-															 PQgetvalue(res, i, 2));
-				m->masked = lappend(m->masked, table);
-				sbx_leave_out(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-							  NULL, table);
-			}
-			table->rules = lappend(table->rules, rule);
-		}
+		res = sbx_mask_rule_covered(m, rule, sbx_mask_rule_relid(m, rule));
+		sbx_mask_covered_tables(m, rule, res, excluded_oids);
 		PQclear(res);
 		m->ncolumns++;
 	}

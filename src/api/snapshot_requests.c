@@ -4,7 +4,7 @@
  *	  The SQL functions through which admins manage snapshots and pools:
  *	  snapshot(), drop_snapshot(), schedule_snapshot() and set_pool().
  *
- * As in requests.c, arguments are checked here, in the caller's backend,
+ * As in sandboxes.c, arguments are checked here, in the caller's backend,
  * so that bad input fails at once and changes nothing; the lifecycle worker
  * then writes the plan (pgsandbox.snapshot_plan), builds and drops the
  * snapshots and fills the pools.  The source's encoding and locale are read

@@ -63,38 +63,6 @@ sbx_snapshots_in_use(bool *pools)
 }
 
 /*
- * A condition on snapshot s of source o, in SQL: its rows were read under
- * the source's rules as they are (a schema-only one has no rows).  Empty
- * before the catalog has rules.
- */
-static const char *
-sbx_snapshot_rules_current(void)
-{
-	return sbx_if_rules(" AND (s.schema_only OR s.rules_version = o.rules_version)", "");
-}
-
-/*
- * The current snapshot of each source and kind, as a SQL common table
- * current_snapshot(source, schema_only, id): the newest ready one not
- * retired, made of its source as it is (a source removed and added again is
- * a new one: sbx_same_source), taken under its rules as they are.  This is
- * the one definition: the worker's lookups, pool hand-outs and fills,
- * clone()'s check whether a snapshot serves, and through
- * _current_snapshots() the pools and metrics views all read it.  Needs a
- * transaction.
- */
-const char *
-sbx_current_snapshots_cte(void)
-{
-	return psprintf("current_snapshot AS ("
-					" SELECT s.source, s.schema_only, max(s.id) AS id FROM pgsandbox.sandbox s"
-					"   JOIN pgsandbox.source o ON o.name = s.source AND %s"
-					"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s"
-					"  GROUP BY s.source, s.schema_only)",
-					sbx_same_source(), sbx_snapshot_rules_current());
-}
-
-/*
  * The current snapshot of (source, schema_only), as a copy of it needs to
  * know it.  Returns false if there is none (or its role or database is
  * gone).

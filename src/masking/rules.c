@@ -176,6 +176,235 @@ sbx_expression_is_null(const char *expression)
 	return IsA(rt->val, A_Const) && ((A_Const *) rt->val)->isnull;
 }
 
+/* The column a mask rule names, as the source has it. */
+typedef struct SbxMaskedColumn
+{
+	Oid			typoid;
+	char	   *coltype;		/* its type, as format_type() writes it */
+	char	   *category;		/* its type's category */
+	bool		notnull;
+} SbxMaskedColumn;
+
+/*
+ * Begin the read-only transaction a rule is checked in, with the clone
+ * reader's settings and masking key.
+ */
+static void
+sbx_begin_rule_check(PGconn *conn, const char *source)
+{
+	PGresult   *res;
+
+	res = sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+						  0, NULL, PGRES_COMMAND_OK,
+						  psprintf("could not read source \"%s\"", source));
+	PQclear(res);
+	res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+						  " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
+						  0, NULL, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	PQclear(res);
+	/* as the clone's reader has it */
+	sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
+}
+
+/* A rule that is not ASCII is sent as it is: the encodings must agree. */
+static void
+sbx_check_rule_encoding(PGconn *conn, const char *source, const SbxTarget *t,
+						const char *expression)
+{
+	PGresult   *res;
+
+	/* read otherwise in another encoding (masking.c) */
+	if (!pg_is_ascii(t->normalized) || !pg_is_ascii(expression))
+	{
+		char	   *encoding;
+
+		res = sbx_remote_exec(conn, "SELECT pg_catalog.current_setting('server_encoding')",
+							  0, NULL, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		encoding = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("masking rule for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
+							t->normalized, source),
+					 errdetail("The source's encoding is %s, the admin database's %s.",
+							   encoding, GetDatabaseEncodingName())));
+	}
+}
+
+/*
+ * The column of rule target t in the source, into *col: it must exist, in
+ * a table that is no extension's, not be generated, and no foreign key may
+ * use it.
+ */
+static void
+sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
+					   SbxMaskedColumn *col)
+{
+	const char *params[3] = {t->schema, t->table, t->column};
+	char	   *qualified = quote_qualified_identifier(t->schema, t->table);
+	PGresult   *res;
+	char	   *fkey;
+	char	   *extension;
+	bool		generated;
+	bool		found;
+
+	res = sbx_remote_exec(conn,
+						  "SELECT c.oid FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+						  2, params, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	found = (PQntuples(res) > 0);
+	PQclear(res);
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
+	res = sbx_remote_exec(conn,
+						  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
+						  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
+						  "       (SELECT k.conname FROM pg_catalog.pg_constraint k"
+						  "         WHERE k.contype = 'f'"
+						  "           AND ((k.conrelid = c.oid AND a.attnum = ANY (k.conkey))"
+						  "             OR (k.confrelid = c.oid AND a.attnum = ANY (k.confkey)))"
+						  "         ORDER BY k.conname LIMIT 1),"
+						  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
+						  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+						  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+						  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
+						  "  FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid"
+						  "  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
+						  " WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3"
+						  "   AND a.attnum > 0 AND NOT a.attisdropped",
+						  3, params, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of table \"%s\" does not exist in source \"%s\"",
+						t->column, qualified, source)));
+	}
+	col->typoid = atooid(PQgetvalue(res, 0, 0));
+	col->coltype = pstrdup(PQgetvalue(res, 0, 1));
+	col->category = pstrdup(PQgetvalue(res, 0, 2));
+	col->notnull = (strcmp(PQgetvalue(res, 0, 3), "t") == 0);
+	generated = (strcmp(PQgetvalue(res, 0, 4), "t") == 0);
+	fkey = PQgetisnull(res, 0, 5) ? NULL : pstrdup(PQgetvalue(res, 0, 5));
+	extension = PQgetisnull(res, 0, 6) ? NULL : pstrdup(PQgetvalue(res, 0, 6));
+	PQclear(res);
+	if (extension != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mask column \"%s\" of table \"%s\": the table belongs to extension \"%s\"",
+						t->column, qualified, extension),
+				 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
+	if (generated)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mask generated column \"%s\" of table \"%s\"",
+						t->column, qualified),
+				 errhint("Mask the columns it is computed from.")));
+	if (fkey != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mask column \"%s\" of table \"%s\": foreign key \"%s\" uses it",
+						t->column, qualified, fkey),
+				 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to.")));
+}
+
+/*
+ * The expression of a rule for t: it plans against the table, reading no
+ * row, computes one value from each row, and is of the column's type, or
+ * of its type category where COPY converts between them.
+ */
+static void
+sbx_check_mask_expression(PGconn *conn, const char *source, const SbxTarget *t,
+						  const char *expression, const SbxMaskedColumn *col)
+{
+	char	   *sql_name = sbx_remote_quote_qualified(t->schema, t->table);
+	PGresult   *res;
+	Oid			exprtype;
+	char	   *exprcategory;
+	const char *typeparam[1];
+	char		typebuf[16];
+
+	/* plan it against the table, reading no row */
+	res = libpqsrv_exec_params(conn,
+							   psprintf("SELECT " SBX_MASK_EXPR_FORMAT " FROM ONLY %s LIMIT 0",
+										expression, sql_name),
+							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		int			code = sbx_remote_sqlstate(res);
+		char	   *msg = sbx_remote_message(conn, res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("masking expression for \"%s\" fails in source \"%s\"",
+						t->normalized, source),
+				 errdetail_internal("%s", msg)));
+	}
+	exprtype = PQftype(res, 0);
+	PQclear(res);
+
+	/*
+	 * One value from each row: where the clone reads the rows, an
+	 * aggregate would fold them and a set-returning function add
+	 * some.  A WHERE clause allows neither, nor window functions.
+	 */
+	res = libpqsrv_exec_params(conn,
+							   psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " IS NULL LIMIT 0",
+										sql_name, expression),
+							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		int			code = sbx_remote_sqlstate(res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("masking expression for \"%s\" must compute one value from each row",
+						t->normalized),
+				 errdetail("Aggregate, window and set-returning functions are not allowed in a masking expression.")));
+	}
+	PQclear(res);
+	snprintf(typebuf, sizeof(typebuf), "%u", exprtype);
+	typeparam[0] = typebuf;
+	res = sbx_remote_exec(conn,
+						  "SELECT typcategory, pg_catalog.format_type(oid, NULL)"
+						  "  FROM pg_catalog.pg_type WHERE oid = $1::oid",
+						  1, typeparam, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	exprcategory = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : "";
+	/*
+	 * Of the column's type category, the value is converted as COPY
+	 * reads it into the column; arrays, composites and other types
+	 * have no such conversion and must be of the column's type.
+	 */
+	if (exprtype != col->typoid &&
+		(strcmp(exprcategory, col->category) != 0 ||
+		 strchr("BDNSTV", col->category[0]) == NULL))
+	{
+		char	   *exprtypename = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 1)) : "?";
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("masking expression for \"%s\" is of type %s, but the column is of type %s",
+						t->normalized, exprtypename, col->coltype),
+				 errhint("Cast the expression to %s.", col->coltype)));
+	}
+	PQclear(res);
+}
+
 /*
  * Check a mask rule against the source: the column exists in a table that
  * is no extension's, is not generated and no foreign key uses it, and the
@@ -191,199 +420,18 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 
 	PG_TRY();
 	{
-		const char *params[3] = {t->schema, t->table, t->column};
-		PGresult   *res;
-		char	   *qualified = quote_qualified_identifier(t->schema, t->table);
-		char	   *sql_name = sbx_remote_quote_qualified(t->schema, t->table);
-		char	   *coltype;
-		char	   *category;
-		char	   *fkey;
-		char	   *extension;
-		Oid			typoid;
-		bool		notnull;
-		bool		generated;
-		bool		found;
+		SbxMaskedColumn col;
 
-		res = sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-							  0, NULL, PGRES_COMMAND_OK,
-							  psprintf("could not read source \"%s\"", source));
-		PQclear(res);
-		res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
-							  " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
-							  0, NULL, PGRES_TUPLES_OK,
-							  psprintf("could not read source \"%s\"", source));
-		PQclear(res);
-		/* as the clone's reader has it */
-		sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
-
-		/* sent as it is: read otherwise in another encoding (masking.c) */
-		if (!pg_is_ascii(t->normalized) || !pg_is_ascii(expression))
-		{
-			char	   *encoding;
-
-			res = sbx_remote_exec(conn, "SELECT pg_catalog.current_setting('server_encoding')",
-								  0, NULL, PGRES_TUPLES_OK,
-								  psprintf("could not read source \"%s\"", source));
-			encoding = pstrdup(PQgetvalue(res, 0, 0));
-			PQclear(res);
-			if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("masking rule for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
-								t->normalized, source),
-						 errdetail("The source's encoding is %s, the admin database's %s.",
-								   encoding, GetDatabaseEncodingName())));
-		}
-		res = sbx_remote_exec(conn,
-							  "SELECT c.oid FROM pg_catalog.pg_class c"
-							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-							  2, params, PGRES_TUPLES_OK,
-							  psprintf("could not read source \"%s\"", source));
-		found = (PQntuples(res) > 0);
-		PQclear(res);
-		if (!found)
+		sbx_begin_rule_check(conn, source);
+		sbx_check_rule_encoding(conn, source, t, expression);
+		sbx_read_masked_column(conn, source, t, &col);
+		if (!sbx_expression_is_null(expression))
+			sbx_check_mask_expression(conn, source, t, expression, &col);
+		else if (col.notnull)
 			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
-		res = sbx_remote_exec(conn,
-							  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
-							  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
-							  "       (SELECT k.conname FROM pg_catalog.pg_constraint k"
-							  "         WHERE k.contype = 'f'"
-							  "           AND ((k.conrelid = c.oid AND a.attnum = ANY (k.conkey))"
-							  "             OR (k.confrelid = c.oid AND a.attnum = ANY (k.confkey)))"
-							  "         ORDER BY k.conname LIMIT 1),"
-							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
-							  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
-							  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-							  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
-							  "  FROM pg_catalog.pg_class c"
-							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  "  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid"
-							  "  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid"
-							  " WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3"
-							  "   AND a.attnum > 0 AND NOT a.attisdropped",
-							  3, params, PGRES_TUPLES_OK,
-							  psprintf("could not read source \"%s\"", source));
-		if (PQntuples(res) == 0)
-		{
-			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of table \"%s\" does not exist in source \"%s\"",
-							t->column, qualified, source)));
-		}
-		typoid = atooid(PQgetvalue(res, 0, 0));
-		coltype = pstrdup(PQgetvalue(res, 0, 1));
-		category = pstrdup(PQgetvalue(res, 0, 2));
-		notnull = (strcmp(PQgetvalue(res, 0, 3), "t") == 0);
-		generated = (strcmp(PQgetvalue(res, 0, 4), "t") == 0);
-		fkey = PQgetisnull(res, 0, 5) ? NULL : pstrdup(PQgetvalue(res, 0, 5));
-		extension = PQgetisnull(res, 0, 6) ? NULL : pstrdup(PQgetvalue(res, 0, 6));
-		PQclear(res);
-		if (extension != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot mask column \"%s\" of table \"%s\": the table belongs to extension \"%s\"",
-							t->column, qualified, extension),
-					 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
-		if (generated)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot mask generated column \"%s\" of table \"%s\"",
-							t->column, qualified),
-					 errhint("Mask the columns it is computed from.")));
-		if (fkey != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot mask column \"%s\" of table \"%s\": foreign key \"%s\" uses it",
-							t->column, qualified, fkey),
-					 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to.")));
-
-		if (sbx_expression_is_null(expression))
-		{
-			if (notnull)
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("cannot mask column \"%s\" of table \"%s\" with NULL: it is NOT NULL",
-								t->column, qualified)));
-		}
-		else
-		{
-			Oid			exprtype;
-			char	   *exprcategory;
-			const char *typeparam[1];
-			char		typebuf[16];
-
-			/* plan it against the table, reading no row */
-			res = libpqsrv_exec_params(conn,
-									   psprintf("SELECT " SBX_MASK_EXPR_FORMAT " FROM ONLY %s LIMIT 0",
-												expression, sql_name),
-									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			{
-				int			code = sbx_remote_sqlstate(res);
-				char	   *msg = sbx_remote_message(conn, res);
-
-				PQclear(res);
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("masking expression for \"%s\" fails in source \"%s\"",
-								t->normalized, source),
-						 errdetail_internal("%s", msg)));
-			}
-			exprtype = PQftype(res, 0);
-			PQclear(res);
-
-			/*
-			 * One value from each row: where the clone reads the rows, an
-			 * aggregate would fold them and a set-returning function add
-			 * some.  A WHERE clause allows neither, nor window functions.
-			 */
-			res = libpqsrv_exec_params(conn,
-									   psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " IS NULL LIMIT 0",
-												sql_name, expression),
-									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			{
-				int			code = sbx_remote_sqlstate(res);
-
-				PQclear(res);
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("masking expression for \"%s\" must compute one value from each row",
-								t->normalized),
-						 errdetail("Aggregate, window and set-returning functions are not allowed in a masking expression.")));
-			}
-			PQclear(res);
-			snprintf(typebuf, sizeof(typebuf), "%u", exprtype);
-			typeparam[0] = typebuf;
-			res = sbx_remote_exec(conn,
-								  "SELECT typcategory, pg_catalog.format_type(oid, NULL)"
-								  "  FROM pg_catalog.pg_type WHERE oid = $1::oid",
-								  1, typeparam, PGRES_TUPLES_OK,
-								  psprintf("could not read source \"%s\"", source));
-			exprcategory = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : "";
-			/*
-			 * Of the column's type category, the value is converted as COPY
-			 * reads it into the column; arrays, composites and other types
-			 * have no such conversion and must be of the column's type.
-			 */
-			if (exprtype != typoid &&
-				(strcmp(exprcategory, category) != 0 || strchr("BDNSTV", category[0]) == NULL))
-			{
-				char	   *exprtypename = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 1)) : "?";
-
-				PQclear(res);
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("masking expression for \"%s\" is of type %s, but the column is of type %s",
-								t->normalized, exprtypename, coltype),
-						 errhint("Cast the expression to %s.", coltype)));
-			}
-			PQclear(res);
-		}
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("cannot mask column \"%s\" of table \"%s\" with NULL: it is NOT NULL",
+							t->column, quote_qualified_identifier(t->schema, t->table))));
 	}
 	PG_FINALLY();
 	{
@@ -752,25 +800,6 @@ pgsandbox_include_data(PG_FUNCTION_ARGS)
 	pattern = sbx_checked_pattern(PG_GETARG_TEXT_PP(1));
 	sbx_remove_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)), "exclude_data", pattern, pattern);
 	PG_RETURN_VOID();
-}
-
-/*
- * Whether the catalog has masking rules (is at least version 0.4's).  Needs
- * a transaction.
- */
-bool
-sbx_catalog_has_rules(void)
-{
-	Oid			nsp = get_namespace_oid("pgsandbox", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("source_rule", nsp));
-}
-
-/* a fragment of SQL that needs the 0.4 catalog, or another before it */
-const char *
-sbx_if_rules(const char *fragment, const char *otherwise)
-{
-	return sbx_catalog_has_rules() ? fragment : otherwise;
 }
 
 /*

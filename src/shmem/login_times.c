@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * usage.c
+ * login_times.c
  *	  When each sandbox was last logged into, for idle expiry.
  *
  * The login check (access.c) sees every login of a sandbox role.  It

@@ -1305,7 +1305,7 @@ sbx_upkeep_step(void)
 
 /*
  * Logins noted in shared memory go to the catalog once a minute, or within
- * a second once the table is full (usage.c, which wakes the worker then).
+ * a second once the table is full (login_times.c, which wakes the worker then).
  */
 static long
 sbx_usage_interval(void)
@@ -1316,23 +1316,8 @@ sbx_usage_interval(void)
 static bool
 sbx_usage_step(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (!sbx_catalog_current)
-		return false;
-	PG_TRY();
-	{
-		sbx_usage_flush();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not record the use of sandboxes"),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
+	if (sbx_catalog_current)
+		sbx_try_or_warn(sbx_usage_flush, "could not record the use of sandboxes");
 	return false;
 }
 
@@ -1346,23 +1331,8 @@ sbx_measure_interval(void)
 static bool
 sbx_measure_step(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (!sbx_catalog_current)
-		return false;
-	PG_TRY();
-	{
-		sbx_measure_sizes();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not measure sandboxes"),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
+	if (sbx_catalog_current)
+		sbx_try_or_warn(sbx_measure_sizes, "could not measure sandboxes");
 	return false;
 }
 

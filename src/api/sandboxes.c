@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * requests.c
+ * sandboxes.c
  *	  The SQL functions that ask the lifecycle worker for something: clone,
  *	  drop, extend, protect, reset and save, and the drop of an expired
  *	  sandbox that gc() asks for.
@@ -267,6 +267,81 @@ sbx_snapshot_serves(const SbxRequest *req)
 }
 
 /*
+ * clone()'s idle_timeout in seconds: a fraction of a second counts as one,
+ * not as none; negative, or longer than pgsandbox.max_ttl (which would mean
+ * nothing, and could overflow a timestamp), is an error.
+ */
+static int64
+sbx_idle_timeout_seconds(Interval *idle)
+{
+	int64		secs = sbx_interval_seconds(idle);
+
+	if (secs == 0 && (idle->time > 0 || idle->day > 0 || idle->month > 0))
+		secs = 1;
+	if (secs < 0 || (secs == 0 && idle->time < 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idle_timeout must not be negative")));
+	if (secs > sbx_max_ttl)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idle_timeout must not exceed pgsandbox.max_ttl"),
+				 errdetail("pgsandbox.max_ttl is %s.",
+						   GetConfigOptionByName("pgsandbox.max_ttl", NULL, false))));
+	return secs;
+}
+
+/* clone()'s labels as text into out (SBX_LABELS_MAX): a JSON object. */
+static void
+sbx_labels_text(Jsonb *jb, char *out)
+{
+	char	   *labels;
+
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("labels must be a JSON object")));
+	labels = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	if (strlen(labels) >= SBX_LABELS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("labels are too large"),
+				 errdetail("Labels may take at most %d bytes as text.",
+						   SBX_LABELS_MAX - 1)));
+	strlcpy(out, labels, SBX_LABELS_MAX);
+}
+
+/*
+ * clone()'s row: the sandbox's name, its conninfo, which is the only place
+ * its password is ever shown (wiped from *result and from the text once
+ * the row holds it), and its expiry.
+ */
+static Datum
+sbx_clone_result(TupleDesc tupdesc, SbxRequest *result)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	StringInfoData conninfo;
+	char		portstr[16];
+
+	initStringInfo(&conninfo);
+	snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
+	sbx_append_conninfo_value(&conninfo, "host", sbx_effective_host());
+	sbx_append_conninfo_value(&conninfo, "port", portstr);
+	sbx_append_conninfo_value(&conninfo, "dbname", result->result_name);
+	sbx_append_conninfo_value(&conninfo, "user", result->result_name);
+	sbx_append_conninfo_value(&conninfo, "password", result->password);
+	explicit_bzero(result->password, sizeof(result->password));
+
+	tupdesc = BlessTupleDesc(tupdesc);
+	values[0] = CStringGetTextDatum(result->result_name);
+	values[1] = CStringGetTextDatum(conninfo.data);
+	values[2] = TimestampTzGetDatum(result->expires_at);
+	explicit_bzero(conninfo.data, conninfo.len);
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
  * clone(source text, schema_only boolean, ttl interval, labels jsonb,
  *		 fresh boolean, statistics boolean, idle_timeout interval)
  *	 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
@@ -277,13 +352,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	SbxRequest	req;
 	SbxRequest	result;
 	char	   *source;
-	char	   *labels;
-	Jsonb	   *jb;
 	TupleDesc	tupdesc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-	StringInfoData conninfo;
-	char		portstr[16];
 
 	/* from 0.8, a clone of a save names the save instead of a source */
 	if (PG_NARGS() > 7 && !PG_ARGISNULL(7))
@@ -332,42 +401,9 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		req.ttl_secs = sbx_max_ttl;
 
 	/* an idle timeout of 0 turns idle expiry off for this sandbox */
-	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
-	{
-		Interval   *idle = PG_GETARG_INTERVAL_P(6);
-
-		req.idle_secs = sbx_interval_seconds(idle);
-		/* a fraction of a second counts as one, not as none */
-		if (req.idle_secs == 0 && (idle->time > 0 || idle->day > 0 || idle->month > 0))
-			req.idle_secs = 1;
-		if (req.idle_secs < 0 || (req.idle_secs == 0 && idle->time < 0))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("idle_timeout must not be negative")));
-		/* longer would mean nothing, and could overflow a timestamp */
-		if (req.idle_secs > sbx_max_ttl)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("idle_timeout must not exceed pgsandbox.max_ttl"),
-					 errdetail("pgsandbox.max_ttl is %s.",
-							   GetConfigOptionByName("pgsandbox.max_ttl", NULL, false))));
-	}
-	else
-		req.idle_secs = sbx_default_idle_timeout;
-
-	jb = PG_GETARG_JSONB_P(3);
-	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("labels must be a JSON object")));
-	labels = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-	if (strlen(labels) >= SBX_LABELS_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("labels are too large"),
-				 errdetail("Labels may take at most %d bytes as text.",
-						   SBX_LABELS_MAX - 1)));
-	strlcpy(req.labels, labels, sizeof(req.labels));
+	req.idle_secs = PG_NARGS() > 6 && !PG_ARGISNULL(6)
+		? sbx_idle_timeout_seconds(PG_GETARG_INTERVAL_P(6)) : sbx_default_idle_timeout;
+	sbx_labels_text(PG_GETARG_JSONB_P(3), req.labels);
 
 	sbx_check_database();
 	if (source == NULL)
@@ -396,24 +432,7 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 	}
 
 	sbx_run_request(&req, &result);
-
-	/* the only place the password is ever shown */
-	initStringInfo(&conninfo);
-	snprintf(portstr, sizeof(portstr), "%d", sbx_effective_port());
-	sbx_append_conninfo_value(&conninfo, "host", sbx_effective_host());
-	sbx_append_conninfo_value(&conninfo, "port", portstr);
-	sbx_append_conninfo_value(&conninfo, "dbname", result.result_name);
-	sbx_append_conninfo_value(&conninfo, "user", result.result_name);
-	sbx_append_conninfo_value(&conninfo, "password", result.password);
-	explicit_bzero(result.password, sizeof(result.password));
-
-	tupdesc = BlessTupleDesc(tupdesc);
-	values[0] = CStringGetTextDatum(result.result_name);
-	values[1] = CStringGetTextDatum(conninfo.data);
-	values[2] = TimestampTzGetDatum(result.expires_at);
-	explicit_bzero(conninfo.data, conninfo.len);
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	PG_RETURN_DATUM(sbx_clone_result(tupdesc, &result));
 }
 
 /*

@@ -305,6 +305,92 @@ sbx_create_reset_role(SbxCloneJob *job)
 }
 
 /*
+ * In a worker transaction: what a reset of sandbox 'row' to req->target
+ * copies, the snapshot or save it was made from or the save named, into
+ * *ref and *is_save; false when that is to be found later (the source's
+ * current snapshot, else a dump).  *gone says so when the start no longer
+ * serves.
+ */
+static bool
+sbx_reset_target(const SbxRequest *req, const SbxSandboxRow *row,
+				 SbxSnapshotRef *ref, bool *is_save, const char **gone)
+{
+	*is_save = false;
+	*gone = "";
+	if (strcmp(req->target, "start") == 0)
+	{
+		if (row->origin_id == 0)
+			return false;
+		if (sbx_origin_ref(row->origin_id, ref, is_save))
+			return true;
+		*gone = " (the snapshot or save it was made from no longer serves)";
+		return false;
+	}
+	if (strcmp(req->target, "latest") == 0)
+		return false;
+	if (!sbx_find_save(row->id, req->target, ref))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("save \"%s\" of sandbox \"%s\" does not exist",
+						req->target, req->name),
+				 errhint("reset() takes 'start', 'latest', or the name or label of one of the sandbox's saves.")));
+	*is_save = true;
+	return true;
+}
+
+/* A reset that copies ref: the copy's objects go to the sandbox's role. */
+static void
+sbx_reset_as_copy(SbxCloneJob *job, const char *name, const SbxSnapshotRef *ref,
+				  bool is_save, const char *gone)
+{
+	strlcpy(job->name, name, sizeof(job->name));
+	job->copy_stage = true;
+	job->from_save = is_save;
+	job->snapshot_id = ref->id;
+	job->snapshot_dboid = ref->dboid;
+	strlcpy(job->snapshot_name, ref->name, sizeof(job->snapshot_name));
+	strlcpy(job->snapshot_role, ref->role, sizeof(job->snapshot_role));
+	job->data_as_of = ref->data_as_of;
+	if (is_save)
+		snprintf(job->origin, sizeof(job->origin),
+				 "a copy of save \"%s\" made at %s", ref->name,
+				 timestamptz_to_str(ref->data_as_of));
+	else
+		snprintf(job->origin, sizeof(job->origin),
+				 "a copy of snapshot \"%s\" taken at %s%s", ref->name,
+				 timestamptz_to_str(ref->data_as_of), gone);
+}
+
+/*
+ * A reset that dumps the source anew: the reset's role, and its database,
+ * created closed with the old database's encoding and locale.
+ */
+static void
+sbx_reset_as_dump(int j, SbxCloneJob *job, const SbxSandboxRow *row,
+				  SbxCloneSpec *spec, const char *gone)
+{
+	SbxLocale	locale;
+	int64		size;
+
+	snprintf(job->origin, sizeof(job->origin), "a new dump of source \"%s\"%s",
+			 row->source, gone);
+	strlcpy(job->name, job->dbname, sizeof(job->name));
+	sbx_xact_begin("pgsandbox: reading a sandbox's locale");
+	sbx_database_locale(row->dboid, &locale);
+	sbx_xact_commit();
+	sbx_create_reset_role(job);
+	spec->locale = &locale;
+	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
+								  " ALLOW_CONNECTIONS false",
+								  quote_identifier(job->dbname),
+								  quote_identifier(job->name),
+								  sbx_locale_options(spec, job)),
+						 "pgsandbox: creating a database for a reset");
+	sbx_secure_database(job, &size);
+	sbx_progress_database(j, job->dboid, size);
+}
+
+/*
  * Start a reset for 'by' as clone job j: check the sandbox, find what to
  * copy, mark the row and, for a dump, make the reset's role and the new
  * database.  Fills *job for the clone worker.  An error raised once the row
@@ -319,10 +405,9 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	int64		expected;
 	SbxActor	owner_actor;
 	SbxSnapshotRef ref;
-	bool		have_ref = false;
-	bool		ref_is_save = false;
-	const char *gone = "";
-	SbxLocale	locale;
+	bool		have_ref;
+	bool		ref_is_save;
+	const char *gone;
 	SbxCloneSpec spec;
 
 	memset(job, 0, sizeof(*job));
@@ -338,26 +423,7 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sandbox \"%s\" has expired", req->name),
 				 errhint("Give reset() a ttl to keep it longer.")));
-
-	if (strcmp(req->target, "start") == 0)
-	{
-		if (row.origin_id != 0)
-		{
-			have_ref = sbx_origin_ref(row.origin_id, &ref, &ref_is_save);
-			if (!have_ref)
-				gone = " (the snapshot or save it was made from no longer serves)";
-		}
-	}
-	else if (strcmp(req->target, "latest") != 0)
-	{
-		if (!sbx_find_save(job->sandbox_id, req->target, &ref))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("save \"%s\" of sandbox \"%s\" does not exist",
-							req->target, req->name),
-					 errhint("reset() takes 'start', 'latest', or the name or label of one of the sandbox's saves.")));
-		have_ref = ref_is_save = true;
-	}
+	have_ref = sbx_reset_target(req, &row, &ref, &ref_is_save, &gone);
 	sbx_xact_commit();
 
 	/* 'latest', or a start no longer there: the source's current snapshot */
@@ -369,8 +435,6 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	sbx_check_clone_allowed(by, row.source, row.schema_only, job);
 	if (!have_ref && !row.schema_only)
 		job->masked = sbx_read_rules(row.source, job);
-	if (!have_ref)
-		sbx_database_locale(row.dboid, &locale);
 
 	/*
 	 * The budget: for a moment both databases exist, but what lasts is the
@@ -403,44 +467,9 @@ sbx_reset_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *j
 	sbx_progress_set(j, SBX_PHASE_CREATING, req->name, have_ref ? ref.size_bytes : -1);
 
 	if (have_ref)
-	{
-		/* the copy's objects go to the sandbox's role at once */
-		strlcpy(job->name, req->name, sizeof(job->name));
-		job->copy_stage = true;
-		job->from_save = ref_is_save;
-		job->snapshot_id = ref.id;
-		job->snapshot_dboid = ref.dboid;
-		strlcpy(job->snapshot_name, ref.name, sizeof(job->snapshot_name));
-		strlcpy(job->snapshot_role, ref.role, sizeof(job->snapshot_role));
-		job->data_as_of = ref.data_as_of;
-		if (ref_is_save)
-			snprintf(job->origin, sizeof(job->origin),
-					 "a copy of save \"%s\" made at %s", ref.name,
-					 timestamptz_to_str(ref.data_as_of));
-		else
-			snprintf(job->origin, sizeof(job->origin),
-					 "a copy of snapshot \"%s\" taken at %s%s", ref.name,
-					 timestamptz_to_str(ref.data_as_of), gone);
-	}
+		sbx_reset_as_copy(job, req->name, &ref, ref_is_save, gone);
 	else
-	{
-		int64		size;
-
-		snprintf(job->origin, sizeof(job->origin), "a new dump of source \"%s\"%s",
-				 row.source, gone);
-		strlcpy(job->name, job->dbname, sizeof(job->name));
-		sbx_create_reset_role(job);
-		spec.locale = &locale;
-		/* created closed, with the old database's encoding and locale */
-		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-									  " ALLOW_CONNECTIONS false",
-									  quote_identifier(job->dbname),
-									  quote_identifier(job->name),
-									  sbx_locale_options(&spec, job)),
-							 "pgsandbox: creating a database for a reset");
-		sbx_secure_database(job, &size);
-		sbx_progress_database(j, job->dboid, size);
-	}
+		sbx_reset_as_dump(j, job, &row, &spec, gone);
 }
 
 /*
@@ -560,66 +589,6 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 	result = job->data_as_of;
 	sbx_xact_commit();
 	return result;
-}
-
-/*
- * Drop database 'name' if the sandbox's role or the reset's role owns it
- * and it is not 'keep'.
- */
-static void
-sbx_drop_side_database(const char *name, const char *role_oid, const char *reset_role,
-					   const char *keep)
-{
-	const char *args[4] = {name, role_oid, keep, reset_role};
-	Oid			dboid = InvalidOid;
-	bool		prepared = false;
-	bool		isnull;
-
-	/*
-	 * An invalid database (its drop interrupted) may not be altered, only
-	 * dropped; it has no prepared transactions and is no template.
-	 */
-	sbx_xact_begin("pgsandbox: looking for a reset's database");
-	sbx_spi("SELECT d.oid, d.datconnlimit <> -2 AND EXISTS"
-			"        (SELECT 1 FROM pg_catalog.pg_prepared_xacts p WHERE p.database = d.datname),"
-			"       d.datistemplate AND d.datconnlimit <> -2"
-			"  FROM pg_catalog.pg_database d"
-			" WHERE d.datname = $1 AND (d.datdba = $2::oid OR d.datdba = $4::oid)"
-			"   AND d.oid IS DISTINCT FROM $3::oid", SPI_OK_SELECT, 4, args);
-	if (SPI_processed == 1)
-	{
-		dboid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1, &isnull));
-		prepared = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 2, &isnull));
-		/* DROP DATABASE refuses a template */
-		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-									   &isnull)))
-			sbx_run_utility(psprintf("ALTER DATABASE %s IS_TEMPLATE false",
-									 quote_identifier(name)), NULL);
-	}
-	sbx_xact_commit();
-	if (!OidIsValid(dboid))
-		return;
-	/* the janitor rolls back what DROP DATABASE would refuse */
-	if (prepared)
-	{
-		sbx_janitor_start(dboid, name, InvalidOid, dboid, false);
-		sbx_janitor_wait(dboid);
-	}
-	sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)", quote_identifier(name)),
-						 "pgsandbox: dropping a reset's database");
-}
-
-/*
- * Drop <name>_reset and <name>_old if the sandbox's role owns them: before
- * the role itself is dropped.
- */
-void
-sbx_drop_reset_leftovers(const char *name, const char *role_oid, const char *db_oid)
-{
-	sbx_drop_side_database(psprintf("%s" SBX_RESET_SUFFIX, name), role_oid, NULL, db_oid);
-	sbx_drop_side_database(psprintf("%s" SBX_OLD_SUFFIX, name), role_oid, NULL, db_oid);
 }
 
 /*

@@ -45,39 +45,6 @@ const char *const sbx_phase_names[] = {"queued", "creating", "copying",
 	"extensions", "dumping", "restoring", "finishing"};
 
 /*
- * Record how far clone job j has come.  name is kept when NULL, total when
- * negative.
- */
-void
-sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
-{
-	SbxProgress *p = &sbx_shared->progress[j];
-
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	p->phase = phase;
-	if (name)
-		strlcpy(p->name, name, sizeof(p->name));
-	if (total >= 0)
-		p->total = total;
-	LWLockRelease(sbx_shared->lock);
-}
-
-/*
- * Record the database clone job j fills, and its size when created, which
- * the progress view counts from.
- */
-void
-sbx_progress_database(int j, Oid dboid, int64 base)
-{
-	SbxProgress *p = &sbx_shared->progress[j];
-
-	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	p->dboid = dboid;
-	p->base = base;
-	LWLockRelease(sbx_shared->lock);
-}
-
-/*
  * Starting a clone takes four steps, each its own transaction, so that
  * what a step made is recorded before the next begins:
  *   1. sbx_record_clone: check the source and the quotas, pick a name and
@@ -214,6 +181,70 @@ sbx_pick_name(char *name)
 }
 
 /*
+ * In sbx_record_clone's transaction: what later catalogs record of a new
+ * clone, the source's generation (0.5) and, from 0.7, its idle timeout and
+ * the size it is expected to take, which counts against the budget
+ * meanwhile.
+ */
+static void
+sbx_record_clone_extras(const SbxCloneSpec *spec, const SbxCloneJob *job, int64 expected)
+{
+	char		id[32];
+
+	snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+	/* the source's generation, read with its conninfo (sbx_same_source) */
+	if (sbx_catalog_has_generations())
+	{
+		char		generation[32];
+		const char *genargs[2] = {id, generation};
+
+		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
+		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, genargs);
+	}
+	/* the size it is expected to take counts against the budget meanwhile */
+	if (sbx_catalog_has_usage())
+	{
+		char		idle[32];
+		char		size[32];
+		const char *useargs[3] = {id, idle, size};
+
+		snprintf(idle, sizeof(idle), INT64_FORMAT,
+				 spec->kind == SBX_KIND_SANDBOX ? spec->idle_secs : 0);
+		snprintf(size, sizeof(size), INT64_FORMAT, expected);
+		sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = $3::bigint,"
+				" idle_timeout = CASE WHEN $2::bigint > 0"
+				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
+				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
+	}
+}
+
+/* The 'clone' event of a new clone: what it is made of. */
+static void
+sbx_log_clone_event(const SbxActor *by, const SbxCloneSpec *spec, const SbxCloneJob *job)
+{
+	const char *what = spec->schema_only ? "schema only" : "schema and data";
+
+	if (spec->kind == SBX_KIND_SNAPSHOT)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
+	else if (spec->from_save)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s, copied from save \"%s\" made at %s",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
+	else if (spec->snapshot)
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
+							   spec->kind == SBX_KIND_POOL ? "pool member of " : "",
+							   spec->source, what, spec->snapshot->name,
+							   timestamptz_to_str(spec->snapshot->data_as_of)));
+	else
+		sbx_log_event(job->name, "clone", by->name,
+					  psprintf("source \"%s\", %s", spec->source, what));
+}
+
+/*
  * Step 1: checks, a name and the 'cloning' row.  A snapshot or a pool member
  * has no expiry and counts against no quota.
  */
@@ -226,7 +257,6 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	char		rules_version[16];
 	const char *args[12];
 	bool		isnull;
-	const char *what = spec->schema_only ? "schema only" : "schema and data";
 	int64		expected;
 
 	sbx_xact_begin("pgsandbox: starting a clone");
@@ -306,52 +336,8 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	}
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
-	/* the source's generation, read with its conninfo (sbx_same_source) */
-	if (sbx_catalog_has_generations())
-	{
-		char		id[32];
-		char		generation[32];
-		const char *genargs[2] = {id, generation};
-
-		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
-		snprintf(generation, sizeof(generation), INT64_FORMAT, job->source_generation);
-		sbx_spi("UPDATE pgsandbox.sandbox SET source_generation = $2::bigint WHERE id = $1::bigint",
-				SPI_OK_UPDATE, 2, genargs);
-	}
-	/* the size it is expected to take counts against the budget meanwhile */
-	if (sbx_catalog_has_usage())
-	{
-		char		id[32];
-		char		idle[32];
-		char		size[32];
-		const char *useargs[3] = {id, idle, size};
-
-		snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
-		snprintf(idle, sizeof(idle), INT64_FORMAT,
-				 spec->kind == SBX_KIND_SANDBOX ? spec->idle_secs : 0);
-		snprintf(size, sizeof(size), INT64_FORMAT, expected);
-		sbx_spi("UPDATE pgsandbox.sandbox SET size_bytes = $3::bigint,"
-				" idle_timeout = CASE WHEN $2::bigint > 0"
-				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
-				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
-	}
-	if (spec->kind == SBX_KIND_SNAPSHOT)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("snapshot of source \"%s\", %s", spec->source, what));
-	else if (spec->from_save)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("source \"%s\", %s, copied from save \"%s\" made at %s",
-							   spec->source, what, spec->snapshot->name,
-							   timestamptz_to_str(spec->snapshot->data_as_of)));
-	else if (spec->snapshot)
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("%ssource \"%s\", %s, copied from snapshot \"%s\" taken at %s",
-							   spec->kind == SBX_KIND_POOL ? "pool member of " : "",
-							   spec->source, what, spec->snapshot->name,
-							   timestamptz_to_str(spec->snapshot->data_as_of)));
-	else
-		sbx_log_event(job->name, "clone", by->name,
-					  psprintf("source \"%s\", %s", spec->source, what));
+	sbx_record_clone_extras(spec, job, expected);
+	sbx_log_clone_event(by, spec, job);
 	sbx_xact_commit();
 }
 
@@ -550,8 +536,8 @@ sbx_clone_secure(int j, SbxCloneJob *job)
 /*
  * Mark a finished clone job's row ready.  A sandbox's expiry counts from
  * now, and the expiry is returned.  A pool member (whose role has no login
- * until it is handed out with a new password) is only marked ready; a
- * snapshot is finished by sbx_snapshot_done.
+ * until it is handed out with a new password) is only marked ready.  A
+ * snapshot is not for here: sbx_snapshot_done finishes it.
  */
 TimestampTz
 sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
@@ -565,12 +551,8 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 	TimestampTz expires_at = 0;
 	const char *how;
 
-	if (job->kind == SBX_KIND_SNAPSHOT)
-	{
-		sbx_snapshot_done(job, seconds);
-		return 0;
-	}
-
+	/* a snapshot is finished by sbx_snapshot_done */
+	Assert(job->kind != SBX_KIND_SNAPSHOT);
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	args[0] = idbuf;
 	args[1] = job->data_as_of ? timestamptz_to_str(job->data_as_of) : NULL;
@@ -738,123 +720,3 @@ sbx_protect(const char *name, const SbxActor *by, TimestampTz until)
 }
 
 const SbxActor sbx_worker_actor = {InvalidOid, true, SBX_WORKER_ACTOR};
-
-/*
- * Clone workers of a previous run may still be running (this worker
- * exited, and the postmaster did not restart): end them, and wait for them,
- * before what they were doing is reconciled, so that none of them makes a
- * database afterwards (a copy's first half is connected to the admin
- * database, not to the one it makes).
- */
-void
-sbx_end_orphan_clone_workers(void)
-{
-	for (int i = 0; i < 300; i++)
-	{
-		int64		left;
-		bool		isnull;
-
-		sbx_xact_begin("pgsandbox: ending the clone workers of a previous run");
-		sbx_spi("SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(pid))"
-				"  FROM pg_catalog.pg_stat_activity WHERE backend_type = 'pgsandbox clone'",
-				SPI_OK_SELECT, 0, NULL);
-		left = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-		sbx_xact_commit();
-		if (left == 0)
-			return;
-		pg_usleep(100000L);
-		CHECK_FOR_INTERRUPTS();
-	}
-	ereport(WARNING,
-			(errmsg("clone workers of a previous run of the pgsandbox worker are still running")));
-}
-
-/*
- * What a start or a restart must reconcile: the ids of the sandboxes left
- * 'cloning' or 'dropping', and of the 'ready' ones whose database has gone
- * (a crash in the middle of a drop before 0.9).  Call it before any clone starts; each id is then
- * handled by sbx_reconcile_one, one at a time.
- */
-List *
-sbx_reconcile_todo(void)
-{
-	List	   *ids = NIL;
-	List	   *texts;
-	ListCell   *lc;
-
-	sbx_xact_begin("pgsandbox: reconciling the catalog");
-	sbx_spi(psprintf("SELECT id FROM pgsandbox.sandbox s"
-			" WHERE status IN ('cloning', 'dropping')%s"
-			"    OR (status = 'ready'"
-			"        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-			"                         WHERE d.datname = s.name"
-			"                           AND (d.datdba = s.role_oid OR d.oid = s.db_oid)))"
-			" ORDER BY id",
-			sbx_catalog_has_saves() ? " OR reset_started_at IS NOT NULL" : ""),
-			SPI_OK_SELECT, 0, NULL);
-	texts = sbx_keep_column(1);
-	sbx_xact_commit();
-
-	foreach(lc, texts)
-		ids = lappend(ids, sbx_keep(lfirst(lc)));
-	return ids;
-}
-
-/*
- * Reconcile one sandbox found by sbx_reconcile_todo: a clone left unfinished
- * is undone, a drop left unfinished is finished, and a ready sandbox whose
- * database has gone has its role dropped and is marked dropped.  Whatever it finds already settled is left
- * alone, so that a failed attempt can simply be repeated.
- */
-void
-sbx_reconcile_one(int64 sandbox_id)
-{
-	char		idbuf[32];
-	const char *args[1] = {idbuf};
-	char	   *status = NULL;
-	char	   *name = NULL;
-
-	/* a reset or a save interrupted: undone, or finished (reset.c) */
-	sbx_reset_cleanup(sandbox_id, true);
-
-	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, sandbox_id);
-	sbx_xact_begin("pgsandbox: reconciling a sandbox");
-	sbx_spi("SELECT status, name FROM pgsandbox.sandbox s"
-			" WHERE id = $1::bigint"
-			"   AND (status IN ('cloning', 'dropping')"
-			"        OR (status = 'ready'"
-			"            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d"
-			"                             WHERE d.datname = s.name"
-			"                               AND (d.datdba = s.role_oid OR d.oid = s.db_oid))))",
-			SPI_OK_SELECT, 1, args);
-	if (SPI_processed == 1)
-	{
-		status = sbx_keep(sbx_spi_text(0, 1));
-		name = sbx_keep(sbx_spi_text(0, 2));
-	}
-	sbx_xact_commit();
-
-	if (status == NULL)
-		return;
-	if (strcmp(status, "cloning") == 0)
-	{
-		sbx_clone_fail(sandbox_id,
-					   "The clone was interrupted by a restart of the server or of the pgsandbox worker.",
-					   "cleanup", SBX_WORKER_ACTOR);
-		ereport(LOG,
-				(errmsg("cleaned up sandbox \"%s\", left unfinished by a restart", name)));
-	}
-	else if (strcmp(status, "dropping") == 0)
-	{
-		if (sbx_drop(name, &sbx_worker_actor, false, false, "cleanup") == SBX_DROP_DONE)
-			ereport(LOG,
-					(errmsg("finished dropping sandbox \"%s\", whose drop was interrupted", name)));
-	}
-	else if (strcmp(status, "ready") == 0)
-	{
-		if (sbx_drop(name, &sbx_worker_actor, false, false, "cleanup") == SBX_DROP_DONE)
-			ereport(LOG,
-					(errmsg("finished dropping sandbox \"%s\", whose database was gone", name)));
-	}
-}

@@ -1,0 +1,328 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.c
+ *	  pgsandbox's settings: their variables, their definitions, and the
+ *	  values derived from them (the host, port and bin directory in use).
+ *
+ * Every layer reads these variables; _PG_init defines them through
+ * sbx_define_settings, one group at a time.  The masking rules' own
+ * setting is defined by the masking layer (mask_expr.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "miscadmin.h"
+#include "pgsandbox.h"
+#include "postmaster/postmaster.h"
+#include "utils/guc.h"
+
+char	   *sbx_database = NULL;
+int			sbx_gc_interval = 60;
+int			sbx_default_ttl = 4 * 3600;
+int			sbx_max_ttl = 24 * 3600;
+int			sbx_max_protect = 7 * 24 * 3600;
+int			sbx_max_concurrent_clones = 2;
+char	   *sbx_host = NULL;
+int			sbx_port = 0;
+char	   *sbx_bin_dir = NULL;
+int			sbx_max_sandboxes = 100;
+int			sbx_max_sandboxes_per_owner = 10;
+int			sbx_max_saves_per_sandbox = 5;
+bool		sbx_locale_fallback = false;
+int			sbx_copy_strategy = SBX_COPY_AUTO;
+int			sbx_default_idle_timeout = 0;
+int			sbx_max_total_size = 0;
+int			sbx_max_size_per_owner = 0;
+int			sbx_max_sandbox_size = 0;
+int			sbx_size_check_interval = 30;
+bool		sbx_read_only_setting = false;
+int			sbx_lock_timeout = 1000;
+
+static const struct config_enum_entry sbx_copy_strategy_options[] = {
+	{"wal_log", SBX_COPY_WAL_LOG, false},
+	{"file_copy", SBX_COPY_FILE_COPY, false},
+	{"auto", SBX_COPY_AUTO, false},
+	{NULL, 0, false}
+};
+
+/* lifetimes, and how the worker paces itself */
+static void
+sbx_define_lifecycle_settings(void)
+{
+	DefineCustomIntVariable("pgsandbox.gc_interval",
+							"Time between two passes of the reaper over expired sandboxes.",
+							NULL,
+							&sbx_gc_interval,
+							60, 1, 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.default_ttl",
+							"Lifetime of a sandbox when clone() is given no ttl.",
+							NULL,
+							&sbx_default_ttl,
+							4 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_ttl",
+							"Longest lifetime a sandbox may be given.",
+							NULL,
+							&sbx_max_ttl,
+							24 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_protect",
+							"Longest protection from expiry a sandbox may be given.",
+							"protect() refuses a moment further than this from now.",
+							&sbx_max_protect,
+							7 * 24 * 3600, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.default_idle_timeout",
+							"Idle timeout of a sandbox when clone() is given none.",
+							"A sandbox with no session and no login for this long is dropped; 0 turns idle expiry off.",
+							&sbx_default_idle_timeout,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_concurrent_clones",
+							"Number of clones that may run at the same time.",
+							"Further clone requests wait their turn.",
+							&sbx_max_concurrent_clones,
+							2, 1, SBX_MAX_CLONE_JOBS,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.lock_timeout",
+							"Longest the lifecycle worker waits for a lock on a sandbox's role or database.",
+							"A step that waits longer is given up, recorded with what held the lock, and tried again later.",
+							&sbx_lock_timeout,
+							1000, 10, 600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/* how many sandboxes, and how much disk */
+static void
+sbx_define_limit_settings(void)
+{
+	DefineCustomIntVariable("pgsandbox.max_sandboxes",
+							"Number of live sandboxes the cluster may hold.",
+							"Sandboxes being cloned count too.",
+							&sbx_max_sandboxes,
+							100, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_sandboxes_per_owner",
+							"Number of live sandboxes one role may own.",
+							"Sandboxes being cloned count too.",
+							&sbx_max_sandboxes_per_owner,
+							10, 1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_saves_per_sandbox",
+							"Number of saves one sandbox may have.",
+							"0 turns save() off. Saves count against their owner's sandboxes too.",
+							&sbx_max_saves_per_sandbox,
+							5, 0, 1000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_total_size",
+							"Disk budget of all of pgsandbox's databases together.",
+							"Sandboxes, snapshots and pool members; a copy that would pass it is refused.  0 turns it off.",
+							&sbx_max_total_size,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_size_per_owner",
+							"Disk budget of each owner's sandboxes together.",
+							"0 turns it off.",
+							&sbx_max_size_per_owner,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.max_sandbox_size",
+							"Size past which a sandbox is made read-only.",
+							"0 turns it off.",
+							&sbx_max_sandbox_size,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.size_check_interval",
+							"Time between two measurements of the sandboxes in use.",
+							NULL,
+							&sbx_size_check_interval,
+							30, 1, 24 * 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pgsandbox.read_only",
+							 "Refuses every write in this session.",
+							 "Set by pgsandbox on a sandbox's database when it grows past pgsandbox.max_sandbox_size.",
+							 &sbx_read_only_setting,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
+/* how clones are made and reached */
+static void
+sbx_define_clone_settings(void)
+{
+	DefineCustomStringVariable("pgsandbox.host",
+							   "Host written into the connection strings of new sandboxes.",
+							   "Empty means the server's first Unix-domain socket directory.",
+							   &sbx_host,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.port",
+							"Port written into the connection strings of new sandboxes.",
+							"Zero means the server's own port.",
+							&sbx_port,
+							0, 0, 65535,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgsandbox.bin_dir",
+							   "Directory that holds the pg_dump and pg_restore programs.",
+							   "Empty means the directory of the server's own programs.",
+							   &sbx_bin_dir,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pgsandbox.locale_fallback",
+							 "Lets a sandbox take the server's default encoding and locale when the source's are not available.",
+							 "When off, such a clone fails. When on, the sandbox's ready event records the difference.",
+							 &sbx_locale_fallback,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("pgsandbox.copy_strategy",
+							 "How a clone copies a snapshot: CREATE DATABASE's STRATEGY.",
+							 "auto clones the files on PostgreSQL 18 where the filesystem shares blocks (XFS with reflink, Btrfs), and uses wal_log elsewhere; "
+							 "wal_log copies page by page through the WAL; file_copy copies files and forces two checkpoints.",
+							 &sbx_copy_strategy,
+							 SBX_COPY_AUTO,
+							 sbx_copy_strategy_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Only while preloading may a PGC_POSTMASTER setting be defined; loaded
+	 * later, the module only says it is not loaded (sbx_queue_attach).
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("pgsandbox.database",
+								   "Database in which pgsandbox is installed and its worker runs.",
+								   NULL,
+								   &sbx_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+}
+
+/*
+ * Define pgsandbox's settings (but the masking rules' own).  Only while
+ * preloading may the PGC_POSTMASTER one, pgsandbox.database, be defined.
+ */
+void
+sbx_define_settings(void)
+{
+	sbx_define_lifecycle_settings();
+	sbx_define_limit_settings();
+	sbx_define_clone_settings();
+}
+
+/*
+ * Host for the connection strings handed to sandbox users: the setting, or
+ * the server's own socket.
+ */
+const char *
+sbx_effective_host(void)
+{
+	if (sbx_host && sbx_host[0] != '\0')
+		return sbx_host;
+	return sbx_local_socket_host();
+}
+
+/*
+ * The first entry of unix_socket_directories, or localhost if there is none.
+ */
+const char *
+sbx_local_socket_host(void)
+{
+	static char first_dir[MAXPGPATH];
+	const char *p = GetConfigOption("unix_socket_directories", true, false);
+	int			len = 0;
+
+	if (p == NULL)
+		return "localhost";
+	while (*p == ' ')
+		p++;
+	while (p[len] != '\0' && p[len] != ',' && len < MAXPGPATH - 1)
+		len++;
+	while (len > 0 && p[len - 1] == ' ')
+		len--;
+	if (len == 0)
+		return "localhost";
+	memcpy(first_dir, p, len);
+	first_dir[len] = '\0';
+	return first_dir;
+}
+
+int
+sbx_effective_port(void)
+{
+	return sbx_port > 0 ? sbx_port : PostPortNumber;
+}
+
+/* Directory of pg_dump and pg_restore: the setting or the server's bindir. */
+const char *
+sbx_effective_bin_dir(void)
+{
+	static char dir[MAXPGPATH];
+
+	if (sbx_bin_dir && sbx_bin_dir[0] != '\0')
+		return sbx_bin_dir;
+	strlcpy(dir, my_exec_path, sizeof(dir));
+	get_parent_directory(dir);
+	return dir;
+}
