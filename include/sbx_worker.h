@@ -132,7 +132,7 @@ extern void sbx_random_string(char *out, int n, const char *alphabet);
 extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
 									bool schema_only, SbxCloneJob *job);
 extern void sbx_check_quotas(const SbxActor *by);
-extern void sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
+extern void sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 							SbxCloneJob *job);
 extern void sbx_clone_secure(int j, SbxCloneJob *job);
 extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,

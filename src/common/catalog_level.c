@@ -79,7 +79,7 @@ sbx_catalog_has_dropping(void)
  * the catalog has generations, the times it was added and s made.
  */
 const char *
-sbx_same_source(void)
+sbx_same_source_sql(void)
 {
 	return sbx_catalog_has_generations() ? "o.generation = s.source_generation"
 		: "o.added_at <= s.created_at";
@@ -107,7 +107,7 @@ sbx_snapshot_rules_current(void)
  * The current snapshot of each source and kind, as a SQL common table
  * current_snapshot(source, schema_only, id): the newest ready one not
  * retired, made of its source as it is (a source removed and added again is
- * a new one: sbx_same_source), taken under its rules as they are.  This is
+ * a new one: sbx_same_source_sql), taken under its rules as they are.  This is
  * the one definition: the worker's lookups, pool hand-outs and fills,
  * clone()'s check whether a snapshot serves, and through
  * _current_snapshots() the pools and metrics views all read it.  Needs a
@@ -121,7 +121,7 @@ sbx_current_snapshots_cte(void)
 					"   JOIN pgsandbox.source o ON o.name = s.source AND %s"
 					"  WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL%s"
 					"  GROUP BY s.source, s.schema_only)",
-					sbx_same_source(), sbx_snapshot_rules_current());
+					sbx_same_source_sql(), sbx_snapshot_rules_current());
 }
 
 /*

@@ -143,44 +143,6 @@ sbx_sandbox_connect(const char *name, char **source)
 }
 
 /*
- * Connect to a source, as the clone worker does, for reading its schema.
- */
-PGconn *
-sbx_source_connect(const char *source)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	bool		isnull;
-	char	   *conninfo;
-	bool		require_password;
-	PGconn	   *conn;
-	MemoryContext outer = CurrentMemoryContext;
-
-	values[0] = CStringGetTextDatum(source);
-	SPI_connect();
-	/* reading a source is for those who may clone it now */
-	if (!sbx_may_clone(sbx_caller(), sbx_is_admin(sbx_caller()), source))
-		sbx_report_source_denied(source, sbx_is_admin(sbx_caller()));
-	if (SPI_execute_with_args("SELECT conninfo, require_password FROM pgsandbox.source"
-							  " WHERE name = $1", 1, argtypes, values, NULL,
-							  true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source \"%s\"", source);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" of the sandbox no longer exists", source)));
-	conninfo = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 1));
-	require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 2, &isnull));
-	SPI_finish();
-
-	conn = sbx_source_open(source, conninfo, require_password);
-	explicit_bzero(conninfo, strlen(conninfo));
-	return conn;
-}
-
-/*
  * The first line of the error of a remote command: its result's, or the
  * connection's when there is no result.
  */

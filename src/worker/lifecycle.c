@@ -192,7 +192,7 @@ sbx_record_clone_extras(const SbxCloneSpec *spec, const SbxCloneJob *job, int64 
 	char		id[32];
 
 	snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
-	/* the source's generation, read with its conninfo (sbx_same_source) */
+	/* the source's generation, read with its conninfo (sbx_same_source_sql) */
 	if (sbx_catalog_has_generations())
 	{
 		char		generation[32];
@@ -479,7 +479,7 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
  * are the source's.
  */
 void
-sbx_clone_begin(int j, const SbxActor *by, const SbxCloneSpec *spec,
+sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 				SbxCloneJob *job)
 {
 	int64		size;

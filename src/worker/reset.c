@@ -205,7 +205,7 @@ sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
 					 "   AND EXISTS (SELECT 1 FROM pgsandbox.source o"
 					 "                WHERE o.name = s.source AND %s"
 					 "                  AND (s.schema_only OR s.rules_version = o.rules_version))",
-					 sbx_same_source()),
+					 sbx_same_source_sql()),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		return false;

@@ -56,7 +56,7 @@ sbx_save_current_sql(void)
 	return psprintf(", EXISTS (SELECT 1 FROM pgsandbox.source o"
 					"           WHERE o.name = s.source AND %s"
 					"             AND (s.schema_only OR s.rules_version = o.rules_version))",
-					sbx_same_source());
+					sbx_same_source_sql());
 }
 
 static void

@@ -319,7 +319,7 @@ sbx_drop_one_retired(void)
 					 "         AND (s.retired_at IS NOT NULL OR o.name IS NULL%s))"
 					 "        OR (s.kind = 'save' AND s.retired_at IS NOT NULL))"
 					 " ORDER BY s.id",
-					 sbx_same_source(),
+					 sbx_same_source_sql(),
 					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")),
 			SPI_OK_SELECT, 0, NULL);
 	ids = sbx_keep_column(1);

@@ -334,7 +334,7 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	sbx_progress_start(j, by, spec);
 	PG_TRY();
 	{
-		sbx_clone_begin(j, by, spec, &job);
+		sbx_clone_create(j, by, spec, &job);
 		sbx_launch_job(j, &job, slot, serial, by->name);
 	}
 	PG_CATCH();
@@ -677,7 +677,7 @@ sbx_park_drop(int slot, const SbxRequest *req)
  * served again once the janitor has stopped.
  */
 static void
-sbx_serve_drop(int slot, const SbxRequest *req, bool may_defer)
+sbx_serve_change(int slot, const SbxRequest *req, bool may_defer)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxActor	by = {req->caller, req->caller_is_admin, req->actor};
@@ -744,7 +744,7 @@ sbx_serve_parked(void)
 
 		sbx_serving_slot = p->slot;
 		sbx_serving_serial = p->req.serial;
-		sbx_serve_drop(p->slot, &p->req, false);
+		sbx_serve_change(p->slot, &p->req, false);
 		sbx_serving_slot = -1;
 	}
 	list_free_deep(parked);
@@ -1054,7 +1054,7 @@ sbx_serve_requests(bool ready, int running)
 			sbx_serve_clone(j, slot, &req);
 		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND ||
 				 req.kind == SBX_REQ_PROTECT || req.kind == SBX_REQ_DROP_SAVE)
-			sbx_serve_drop(slot, &req, true);
+			sbx_serve_change(slot, &req, true);
 		else if (req.kind == SBX_REQ_RESET || req.kind == SBX_REQ_SAVE)
 			sbx_serve_reset_or_save(j, slot, &req);
 		else
