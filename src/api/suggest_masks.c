@@ -317,12 +317,8 @@ sbx_find_personal_columns(PGconn *conn, const char *source)
 	bool		people_table = false;
 
 	/* the system's operators and functions only, whatever the source says */
-	(void) sbx_remote_value(conn,
-							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
-							psprintf("the settings of source \"%s\"", source));
-	PQclear(sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL,
-							PGRES_COMMAND_OK,
-							psprintf("could not prepare the session on source \"%s\"", source)));
+	sbx_source_read_begin(conn, psprintf("could not prepare the session on source \"%s\"",
+										 source));
 
 	columns = sbx_read_columns(conn, source, &ncolumns);
 

@@ -261,3 +261,20 @@ sbx_remote_quote_qualified(const char *schema, const char *name)
 {
 	return psprintf("%s.%s", sbx_remote_quote_ident(schema), sbx_remote_quote_ident(name));
 }
+
+/*
+ * Begin reading source conn as it is now: a repeatable-read, read-only
+ * transaction whose session sees the system's operators and functions
+ * first and reads string literals as the standard says, whatever the
+ * source's settings.  'what' prefixes the error.
+ */
+void
+sbx_source_read_begin(PGconn *conn, const char *what)
+{
+	PQclear(sbx_remote_exec(conn,
+							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							" pg_catalog.set_config('standard_conforming_strings', 'on', false)",
+							0, NULL, PGRES_TUPLES_OK, what));
+	PQclear(sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+							0, NULL, PGRES_COMMAND_OK, what));
+}

@@ -192,17 +192,7 @@ typedef struct SbxMaskedColumn
 static void
 sbx_begin_rule_check(PGconn *conn, const char *source)
 {
-	PGresult   *res;
-
-	res = sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-						  0, NULL, PGRES_COMMAND_OK,
-						  psprintf("could not read source \"%s\"", source));
-	PQclear(res);
-	res = sbx_remote_exec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
-						  " pg_catalog.set_config('standard_conforming_strings', 'on', false)",
-						  0, NULL, PGRES_TUPLES_OK,
-						  psprintf("could not read source \"%s\"", source));
-	PQclear(res);
+	sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", source));
 	/* as the clone's reader has it */
 	sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
 }
