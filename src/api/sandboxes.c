@@ -99,6 +99,19 @@ sbx_init_request(SbxRequest *req, SbxRequestKind kind)
 			sizeof(req->actor));
 }
 
+/*
+ * The opening of every SQL function that asks the worker about the sandbox
+ * named by its first argument: checked to run in the database the worker
+ * serves, a request of 'kind' for the caller, and the name.
+ */
+static void
+sbx_sandbox_request(SbxRequest *req, SbxRequestKind kind, FunctionCallInfo fcinfo)
+{
+	sbx_check_database();
+	sbx_init_request(req, kind);
+	sbx_copy_sandbox_name(req->name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+}
+
 /* Submit a request, wait for it and raise the worker's error if any. */
 void
 sbx_run_request(SbxRequest *req, SbxRequest *result)
@@ -445,9 +458,7 @@ pgsandbox_drop(PG_FUNCTION_ARGS)
 	SbxRequest	result;
 
 	sbx_require_arg(fcinfo, 0, "sandbox name");
-	sbx_check_database();
-	sbx_init_request(&req, SBX_REQ_DROP);
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_sandbox_request(&req, SBX_REQ_DROP, fcinfo);
 	sbx_run_request(&req, &result);
 	PG_RETURN_VOID();
 }
@@ -462,10 +473,8 @@ pgsandbox_drop_expired(PG_FUNCTION_ARGS)
 	SbxRequest	req;
 	SbxRequest	result;
 
-	sbx_check_database();
-	sbx_init_request(&req, SBX_REQ_DROP);
+	sbx_sandbox_request(&req, SBX_REQ_DROP, fcinfo);
 	req.only_if_expired = true;
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	sbx_run_request(&req, &result);
 	PG_RETURN_BOOL(result.dropped);
 }
@@ -494,10 +503,8 @@ pgsandbox_protect(PG_FUNCTION_ARGS)
 				 errmsg("protection must not last longer than pgsandbox.max_protect"),
 				 errdetail("pgsandbox.max_protect is %s.",
 						   GetConfigOptionByName("pgsandbox.max_protect", NULL, false))));
-	sbx_check_database();
-	sbx_init_request(&req, SBX_REQ_PROTECT);
+	sbx_sandbox_request(&req, SBX_REQ_PROTECT, fcinfo);
 	req.protect_until = until;
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	sbx_run_request(&req, &result);
 	PG_RETURN_TIMESTAMPTZ(result.expires_at);
 }
@@ -512,10 +519,8 @@ pgsandbox_unprotect(PG_FUNCTION_ARGS)
 	SbxRequest	result;
 
 	sbx_require_arg(fcinfo, 0, "sandbox name");
-	sbx_check_database();
-	sbx_init_request(&req, SBX_REQ_PROTECT);
+	sbx_sandbox_request(&req, SBX_REQ_PROTECT, fcinfo);
 	req.protect_until = 0;
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	sbx_run_request(&req, &result);
 	PG_RETURN_VOID();
 }
@@ -528,13 +533,13 @@ pgsandbox_extend(PG_FUNCTION_ARGS)
 {
 	SbxRequest	req;
 	SbxRequest	result;
+	int64		ttl_secs;
 
 	sbx_require_arg(fcinfo, 0, "sandbox name");
 	sbx_require_arg(fcinfo, 1, "ttl");
-	sbx_init_request(&req, SBX_REQ_EXTEND);
-	req.ttl_secs = sbx_ttl_seconds(PG_GETARG_INTERVAL_P(1));
-	sbx_check_database();
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	ttl_secs = sbx_ttl_seconds(PG_GETARG_INTERVAL_P(1));
+	sbx_sandbox_request(&req, SBX_REQ_EXTEND, fcinfo);
+	req.ttl_secs = ttl_secs;
 	sbx_run_request(&req, &result);
 	PG_RETURN_TIMESTAMPTZ(result.expires_at);
 }
@@ -580,20 +585,19 @@ pgsandbox_reset(PG_FUNCTION_ARGS)
 	SbxRequest	req;
 	SbxRequest	result;
 	char	   *target;
+	int64		ttl_secs;
 
 	sbx_require_arg(fcinfo, 0, "sandbox name");
 	sbx_require_arg(fcinfo, 1, "target");
-	sbx_init_request(&req, SBX_REQ_RESET);
-	if (!PG_ARGISNULL(2))
-		req.ttl_secs = sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
+	ttl_secs = PG_ARGISNULL(2) ? 0 : sbx_ttl_seconds(PG_GETARG_INTERVAL_P(2));
 	target = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (target[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("target must not be empty"),
 				 errhint("reset() takes 'start', 'latest', or the name or label of one of the sandbox's saves.")));
-	sbx_check_database();
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_sandbox_request(&req, SBX_REQ_RESET, fcinfo);
+	req.ttl_secs = ttl_secs;
 	if (strlen(target) >= NAMEDATALEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -618,7 +622,6 @@ pgsandbox_save(PG_FUNCTION_ARGS)
 
 	sbx_require_arg(fcinfo, 0, "sandbox name");
 	sbx_require_arg(fcinfo, 1, "label");
-	sbx_init_request(&req, SBX_REQ_SAVE);
 	label = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (label[0] == '\0' || strlen(label) >= NAMEDATALEN)
 		ereport(ERROR,
@@ -629,8 +632,7 @@ pgsandbox_save(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" cannot label a save", label),
 				 errdetail("reset() takes it to mean something else.")));
-	sbx_check_database();
-	sbx_copy_sandbox_name(req.name, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	sbx_sandbox_request(&req, SBX_REQ_SAVE, fcinfo);
 	strlcpy(req.target, label, sizeof(req.target));
 	sbx_run_request(&req, &result);
 	PG_RETURN_TEXT_P(cstring_to_text(result.result_name));
