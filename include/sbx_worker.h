@@ -196,6 +196,7 @@ extern void sbx_reset_fail(const SbxCloneJob *job, const char *reason,
 						   const char *actor);
 
 /* finding a save to copy (save_lookup.c) */
+extern void sbx_ref_from_row(SbxSnapshotRef *ref);
 extern bool sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref);
 extern void sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 							  char *source, bool *schema_only);

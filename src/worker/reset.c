@@ -192,8 +192,6 @@ sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
 	char		idbuf[32];
 	const char *args[1] = {idbuf};
 	bool		isnull;
-	HeapTuple	tup;
-	TupleDesc	desc;
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, origin_id);
 	sbx_spi(psprintf("SELECT s.id, s.name, s.db_oid, s.data_as_of, s.size_bytes,"
@@ -209,17 +207,9 @@ sbx_origin_ref(int64 origin_id, SbxSnapshotRef *ref, bool *is_save)
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		return false;
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	memset(ref, 0, sizeof(*ref));
-	ref->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	strlcpy(ref->name, sbx_spi_text(0, 2), sizeof(ref->name));
-	/* a snapshot's or a save's role has its name */
-	strlcpy(ref->role, ref->name, sizeof(ref->role));
-	ref->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
-	ref->data_as_of = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
-	ref->size_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
-	*is_save = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+	sbx_ref_from_row(ref);
+	*is_save = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6,
+										  &isnull));
 	return true;
 }
 

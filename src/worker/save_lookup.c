@@ -18,9 +18,12 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-/* Fill *ref from row 0 of a query's id, name, db_oid, data_as_of, size. */
-static void
-sbx_fill_ref(SbxSnapshotRef *ref)
+/*
+ * Fill *ref from row 0 of a query's id, name, db_oid, data_as_of and size,
+ * of a save or a snapshot: the role that owns its objects has its name.
+ */
+void
+sbx_ref_from_row(SbxSnapshotRef *ref)
 {
 	HeapTuple	tup = SPI_tuptable->vals[0];
 	TupleDesc	desc = SPI_tuptable->tupdesc;
@@ -29,7 +32,6 @@ sbx_fill_ref(SbxSnapshotRef *ref)
 	memset(ref, 0, sizeof(*ref));
 	ref->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 	strlcpy(ref->name, sbx_spi_text(0, 2), sizeof(ref->name));
-	/* a save's role has its name */
 	strlcpy(ref->role, ref->name, sizeof(ref->role));
 	ref->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
 	ref->data_as_of = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
@@ -92,7 +94,7 @@ sbx_find_save(int64 parent_id, const char *target, SbxSnapshotRef *ref)
 	if (SPI_processed != 1)
 		return false;
 	sbx_check_save_current(target, 7);
-	sbx_fill_ref(ref);
+	sbx_ref_from_row(ref);
 	return true;
 }
 
@@ -124,7 +126,7 @@ sbx_save_to_clone(const SbxActor *by, const char *name, SbxSnapshotRef *ref,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("save \"%s\" does not exist", name)));
 	sbx_check_save_current(name, 7);
-	sbx_fill_ref(ref);
+	sbx_ref_from_row(ref);
 	strlcpy(source, sbx_spi_text(0, 6), NAMEDATALEN);
 	*schema_only = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 8, &isnull));
