@@ -160,7 +160,7 @@ extern TimestampTz sbx_protect(const char *name, const SbxActor *by,
 							   TimestampTz until);
 extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 							  int64 ttl_secs);
-extern bool sbx_drop_first_of(List *ids, List *reasons);
+extern bool sbx_drop_first_found(const char *sql);
 extern List *sbx_expired_sandboxes(void);
 
 /* reconciliation at start (reconcile.c) */

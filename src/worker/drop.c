@@ -698,7 +698,7 @@ sbx_drop_tracked_or_wait(int64 id, const char *reason)
  * Drop the first of these snapshots or pool members (ids as text, with the
  * reason of each) that can be dropped now.  Returns whether one was.
  */
-bool
+static bool
 sbx_drop_first_of(List *ids, List *reasons)
 {
 	ListCell   *lc1;
@@ -710,6 +710,28 @@ sbx_drop_first_of(List *ids, List *reasons)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * In a worker transaction: run 'sql', which lists snapshots or pool members
+ * to drop (id, and the reason of each), end the transaction, and drop the
+ * first that can be dropped now.  Returns whether one was.
+ */
+bool
+sbx_drop_first_found(const char *sql)
+{
+	List	   *ids;
+	List	   *reasons;
+	bool		dropped;
+
+	sbx_spi(sql, SPI_OK_SELECT, 0, NULL);
+	ids = sbx_keep_column(1);
+	reasons = sbx_keep_column(2);
+	sbx_xact_commit();
+	dropped = sbx_drop_first_of(ids, reasons);
+	list_free_deep(ids);
+	list_free_deep(reasons);
+	return dropped;
 }
 
 /* ------------------------------------------------------------------------

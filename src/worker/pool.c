@@ -129,11 +129,8 @@ sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 bool
 sbx_pool_drop_one_stale(void)
 {
-	List	   *ids;
-	List	   *reasons;
-
 	sbx_xact_begin("pgsandbox: looking for stale pool members");
-	sbx_spi(psprintf("WITH %s" ","
+	return sbx_drop_first_found(psprintf("WITH %s" ","
 				" member AS ("
 				"  SELECT s.id, s.snapshot_id, c.id AS current_id, p.pool_size,"
 				"         pg_catalog.row_number() OVER (PARTITION BY s.source, s.schema_only"
@@ -151,12 +148,7 @@ sbx_pool_drop_one_stale(void)
 				"   FROM member"
 				"  WHERE COALESCE(pool_size, 0) = 0 OR current_id IS DISTINCT FROM snapshot_id"
 				"     OR rank > pool_size"
-				"  ORDER BY id", sbx_current_snapshots_cte()),
-			SPI_OK_SELECT, 0, NULL);
-	ids = sbx_keep_column(1);
-	reasons = sbx_keep_column(2);
-	sbx_xact_commit();
-	return sbx_drop_first_of(ids, reasons);
+				"  ORDER BY id", sbx_current_snapshots_cte()));
 }
 
 /*

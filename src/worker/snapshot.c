@@ -301,11 +301,8 @@ sbx_retire_snapshots(const SbxActor *by, const char *source, bool both_kinds,
 bool
 sbx_drop_one_retired(void)
 {
-	List	   *ids;
-	List	   *reasons;
-
 	sbx_xact_begin("pgsandbox: looking for snapshots to drop");
-	sbx_spi(psprintf("SELECT s.id, CASE WHEN s.kind = 'save'"
+	return sbx_drop_first_found(psprintf("SELECT s.id, CASE WHEN s.kind = 'save'"
 					 "                    THEN 'save of a dropped sandbox, or dropped by drop_save()'"
 					 "                  WHEN o.name IS NULL THEN 'snapshot of a removed source'"
 					 "                  WHEN s.retired_at IS NOT NULL"
@@ -320,12 +317,7 @@ sbx_drop_one_retired(void)
 					 "        OR (s.kind = 'save' AND s.retired_at IS NOT NULL))"
 					 " ORDER BY s.id",
 					 sbx_same_source_sql(),
-					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")),
-			SPI_OK_SELECT, 0, NULL);
-	ids = sbx_keep_column(1);
-	reasons = sbx_keep_column(2);
-	sbx_xact_commit();
-	return sbx_drop_first_of(ids, reasons);
+					 sbx_if_rules(" OR (NOT s.schema_only AND s.rules_version <> o.rules_version)", "")));
 }
 
 /*
