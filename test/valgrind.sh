@@ -3,7 +3,8 @@
 # valgrind.sh: run a throwaway PostgreSQL 15 cluster under valgrind's
 # memcheck, drive the worker through clones, a snapshot, idle expiry, a
 # sandbox made read-only (and a write it refuses at commit), resets, a save
-# and a clone of it, a pool fill,
+# and a clone of it, drops held by other roles (a janitor in another
+# database, a blocked role dropped by a later pass), a pool fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -21,6 +22,8 @@ port = 5577
 unix_socket_directories = '$D'
 listen_addresses = ''
 shared_preload_libraries = 'pgsandbox'
+max_prepared_transactions = 5
+pgsandbox.lock_timeout = 500
 pgsandbox.gc_interval = 1
 pgsandbox.size_check_interval = 1
 pgsandbox.max_sandbox_size = '12MB'
@@ -54,6 +57,20 @@ P -d postgres -c "SET client_min_messages = warning" -c "SELECT pgsandbox.reset(
 	-c "SELECT pgsandbox.reset('$C', 'v1')" >/dev/null
 S=$(P -d postgres -c "SELECT name FROM pgsandbox.saves WHERE label = 'v1'")
 P -d postgres -c "SELECT name FROM pgsandbox.clone(from_save => '$S')" -c "SELECT pgsandbox.drop('$C')" >/dev/null
+# what holds a sandbox's role: a prepared transaction of another role in
+# another database (a janitor rolls it back), then an open one (the drop of
+# the role is blocked, recorded, and finished by a later pass)
+E=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src')")
+P -d postgres -c "CREATE ROLE holder LOGIN" -c "GRANT CREATE ON SCHEMA public TO holder"
+P -d src -c "SET ROLE holder" -c "BEGIN" -c "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO $E" -c "PREPARE TRANSACTION 'held'"
+P -d postgres -c "SELECT pgsandbox.drop('$E')" >/dev/null
+F=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src')")
+runuser -u postgres -- psql -h $D -p 5577 -X -qAt -d src -c "SET ROLE holder" -c "BEGIN" \
+	-c "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO $F" -c "SELECT pg_sleep(5)" -c "COMMIT" &
+sleep 1
+P -d postgres -c "SELECT pgsandbox.drop('$F')" >/dev/null
+wait
+for i in $(seq 1 120); do [ "$(P -d postgres -c "SELECT count(*) FROM pg_roles WHERE rolname = '$F'")" = 0 ] && break; sleep 1; done
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
 P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('nosuchsource_x')" 2>/dev/null || true
