@@ -65,7 +65,7 @@
 /*
  * PostgreSQL 16 gave pg_auth_members a grantor key: AUTHMEMMEMROLE looks up
  * (member, role, grantor) there and (member, role) before.  Nothing here
- * wraps it: access.c lists the rows of one member by the first key alone,
+ * wraps it: login_check.c lists the rows of one member by the first key alone,
  * which reads the same on every version.
  */
 

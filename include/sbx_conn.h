@@ -12,7 +12,7 @@
 
 #include "pgsandbox.h"
 
-/* a superuser's session inside a sandbox, hardened (access.c) */
+/* a superuser's session inside a sandbox, hardened (roles.c) */
 extern void sbx_harden_session(void);
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */

@@ -89,7 +89,7 @@ typedef struct SbxRequest
 	SbxRequestKind kind;
 	uint64		serial;			/* distinguishes reuses of the slot */
 	Latch	   *caller_latch;
-	Oid			caller;			/* the role asking (access.c) */
+	Oid			caller;			/* the role asking (roles.c) */
 	bool		caller_is_admin;
 	char		actor[NAMEDATALEN]; /* its name */
 

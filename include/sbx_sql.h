@@ -17,7 +17,7 @@ extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
 extern void sbx_probe_source(const char *source, SbxRequest *req);
 extern void sbx_check_request_source(const SbxRequest *req, bool check_data);
 
-/* access control (access.c) */
+/* who may do what (roles.c) */
 extern Oid	sbx_caller(void);
 extern bool sbx_is_admin(Oid role);
 extern void sbx_require_admin(void);

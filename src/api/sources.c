@@ -2,7 +2,7 @@
  *
  * sources.c
  *	  The SQL functions that approve and withdraw sources: add_source and
- *	  remove_source.  Who may clone a source is in access.c.
+ *	  remove_source.  Who may clone a source is in roles.c and grants.c.
  *
  * A source's connection string may hold a password: it is validated here
  * (a source added by a non-superuser may not borrow the server's identity,

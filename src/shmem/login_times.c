@@ -3,7 +3,7 @@
  * login_times.c
  *	  When each sandbox was last logged into, for idle expiry.
  *
- * The login check (access.c) sees every login of a sandbox role.  It
+ * The login check (login_check.c) sees every login of a sandbox role.  It
  * notes the moment in a small table in shared memory, which costs a short
  * lock and no catalog access: the check runs before the connection has a
  * database to read.  The lifecycle worker moves the table into the
