@@ -727,6 +727,22 @@ sbx_serve_change(int slot, const SbxRequest *req, bool may_defer)
 	PG_END_TRY();
 }
 
+/* Whether a drop of sandbox 'name' is set aside, waiting for a janitor. */
+static bool
+sbx_drop_parked(const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, sbx_parked)
+	{
+		SbxParkedDrop *p = lfirst(lc);
+
+		if (p->req.kind == SBX_REQ_DROP && strcmp(p->req.name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Serve the drops set aside once no janitor runs any more. */
 static void
 sbx_serve_parked(void)
@@ -1124,9 +1140,10 @@ sbx_reap_step(void)
 	pfree(linitial(sbx_reap_todo));
 	sbx_reap_todo = list_delete_first(sbx_reap_todo);
 
-	if (sbx_reap_one(name))
+	/* a caller's drop set aside for a janitor finishes it, not the reaper */
+	if (!sbx_drop_parked(name) && sbx_reap_one(name))
 		ereport(LOG,
-				(errmsg("dropped expired sandbox \"%s\"", name)));
+				(errmsg("the reaper dropped sandbox \"%s\"", name)));
 	return sbx_reap_todo != NIL;
 }
 
