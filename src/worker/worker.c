@@ -40,8 +40,6 @@
 #include "commands/extension.h"
 #include "common/file_utils.h"
 #include "miscadmin.h"
-#include "tcop/tcopprot.h"
-#include "utils/timeout.h"
 #include "pgsandbox.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -56,6 +54,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 /* the lifecycle worker's own view of the clone workers it started */
@@ -93,7 +92,7 @@ typedef struct SbxTimer
 /* State that lives as long as the worker; allocated in sbx_worker_cxt. */
 static MemoryContext sbx_worker_cxt = NULL;
 static List *sbx_parked = NIL;	/* of SbxParkedDrop */
-static List *sbx_reap_todo = NIL;	/* names of expired sandboxes */
+static List *sbx_reap_todo = NIL;	/* names of rows the reaper drops */
 static List *sbx_reconcile_ids = NIL;	/* ids (text) still to reconcile */
 
 /* whether the catalog has snapshots and pools (it is updated to 0.3) */
