@@ -547,27 +547,35 @@ pgsandbox_extend(PG_FUNCTION_ARGS)
 /*
  * For the disk budget of a reset that dumps its source anew: the size of
  * the source of data sandbox req->name, probed as clone() probes it, or -1
- * (a schema-only sandbox, or one the caller will be told does not exist).
+ * (a schema-only sandbox, one the caller will be told does not exist, or
+ * of a source it may no longer clone: its source is never connected to).
  * Runs as the function's owner, which may read the catalog.
  */
 static void
 sbx_probe_reset_source(SbxRequest *req)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
+	Oid			types[3] = {TEXTOID, OIDOID, BOOLOID};
+	Datum		values[3];
 	char	   *source = NULL;
 
 	req->source_bytes = -1;
 	values[0] = CStringGetTextDatum(req->name);
+	values[1] = ObjectIdGetDatum(req->caller);
+	values[2] = BoolGetDatum(req->caller_is_admin);
 	SPI_connect();
+	/* only a sandbox the caller may reset, of a source it may clone now */
 	if (SPI_execute_with_args("SELECT source FROM pgsandbox.sandbox"
 							  " WHERE name = $1 AND status = 'ready' AND kind = 'sandbox'"
-							  "   AND NOT schema_only",
-							  1, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+							  "   AND NOT schema_only AND (owner_oid = $2 OR $3)",
+							  3, types, values, NULL, true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
+	{
 		source = MemoryContextStrdup(CurTransactionContext,
 									 SPI_getvalue(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1));
+		if (!sbx_may_clone(req->caller, req->caller_is_admin, source))
+			source = NULL;
+	}
 	SPI_finish();
 	if (source == NULL)
 		return;
