@@ -28,6 +28,34 @@ our @EXPORT = qw(
   make_slow_source replace_password
 );
 
+# The nodes made by sandbox_node, for the watchdog below
+my @watched_nodes;
+
+# A watchdog for the whole test file.  A test that waits without a bound
+# (a psql call blocked on a lock, a clone() whose worker never answers)
+# must fail with what its servers were doing, not hang until CI gives up on
+# the whole run.  PGSANDBOX_TEST_FILE_TIMEOUT (seconds, default 900; 0 turns
+# it off, e.g. under valgrind) bounds each file.
+my $file_timeout = $ENV{PGSANDBOX_TEST_FILE_TIMEOUT} // 900;
+$SIG{ALRM} = sub {
+	diag("this test file ran past ${file_timeout} s; what its servers were doing:");
+	foreach my $node (@watched_nodes)
+	{
+		my ($ret, $out, $err) = $node->psql(
+			'postgres', q{
+SELECT pid, backend_type, usename, datname, state, wait_event_type, wait_event,
+       now() - query_start AS running_for, left(query, 160) AS query
+  FROM pg_stat_activity ORDER BY pid;
+SELECT locktype, database, relation, transactionid, mode, pid
+  FROM pg_locks WHERE NOT granted;
+SELECT gid, owner, database FROM pg_prepared_xacts;},
+			timeout => 20);
+		diag($node->name . ":\n" . ($out // '') . ($err // ''));
+	}
+	die "test file timed out after ${file_timeout} s\n";
+};
+alarm $file_timeout if $file_timeout > 0;
+
 # The bootstrap superuser: initdb names it after the OS user.
 sub superuser_name
 {
@@ -63,6 +91,7 @@ sub sandbox_node
 	# e.g. to move the data directory's base onto another filesystem
 	$before_start->($node) if defined $before_start;
 	$node->start;
+	push @watched_nodes, $node;
 	$node->safe_psql('postgres',
 		'CREATE EXTENSION pgsandbox' . (defined $version ? " VERSION '$version'" : ''));
 	return $node;
