@@ -5,10 +5,14 @@
  *	  settings, which version of the catalog it serves, and a database's
  *	  encoding and locale.
  *
- * The other layers have headers of their own: sbx_shmem.h (the request
- * queue and shared memory), sbx_sql.h (what the SQL functions share),
- * sbx_worker.h (the lifecycle worker's internals), sbx_conn.h (connections
- * to sources and sandboxes, child processes) and sbx_masking.h.
+ * Each header declares what the files of one layer (src/<layer>/) define.
+ * The common layer: this one, sbx_roles.h (who may do what), sbx_spi.h
+ * (the catalog transactions of background workers), sbx_schedule.h and
+ * sbx_conn.h (connections, source catalogs, child processes).  The others:
+ * sbx_shmem.h (the request queue and shared memory), sbx_masking.h and
+ * pii.h, sbx_clone.h (the clone worker), sbx_worker.h (the lifecycle
+ * worker), sbx_hooks.h (the hooks a backend runs) and sbx_api.h (what the
+ * SQL functions share).
  *
  *-------------------------------------------------------------------------
  */
@@ -77,11 +81,10 @@ extern const char *sbx_local_socket_host(void);
 extern int	sbx_effective_port(void);
 extern const char *sbx_effective_bin_dir(void);
 
-/* what every SQL function checks first (sql_checks.c; queue.c) */
+/* what every SQL function checks first (sql_checks.c) */
 struct FunctionCallInfoBaseData;
 extern void sbx_require_arg(struct FunctionCallInfoBaseData *fcinfo, int n,
 							const char *argname);
-extern void sbx_check_database(void);
 
 /* the catalog's version, and SQL that differs between versions (catalog_level.c) */
 extern bool sbx_catalog_has_kinds(void);
@@ -114,8 +117,5 @@ typedef struct SbxLocale
 /* libpq's connection and result, for the layers that pass them around */
 typedef struct pg_conn PGconn;
 typedef struct pg_result PGresult;
-
-/* redaction (conninfo.c) */
-extern char *sbx_redact(const char *text, const char *const *secrets);
 
 #endif							/* PGSANDBOX_H */

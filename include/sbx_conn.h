@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * sbx_conn.h
- *	  Connections to sources and sandboxes, what a clone reads from a
- *	  source and sets up in a sandbox, source connection strings, and the
- *	  child processes (pg_dump, pg_restore) a clone worker runs.
+ *	  Connections to sources and sandboxes, what is read from a source's
+ *	  catalog, source connection strings and their redaction, and the child
+ *	  processes (pg_dump, pg_restore) a clone worker runs.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,9 +11,6 @@
 #define SBX_CONN_H
 
 #include "pgsandbox.h"
-
-/* a superuser's session inside a sandbox, hardened (roles.c) */
-extern void sbx_harden_session(void);
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
@@ -88,30 +85,7 @@ extern void sbx_read_source_locale(PGconn *conn, const char *source,
 								   SbxLocale *locale);
 extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);
 extern void sbx_check_source_version(const char *source, int source_version);
-
-/* which archive entries the sandbox role restores (restore_list.c) */
-struct SbxMasking;
-extern void sbx_filter_restore_list(const char *from, const char *to,
-									const SbxSourceInfo *info,
-									const struct SbxMasking *masking,
-									StringInfo left_out);
-
-/* column options of other builds left out of a restore (restore_compat.c) */
-struct AlterTableStmt;
-extern bool sbx_has_foreign_attoptions(struct AlterTableStmt *stmt);
-extern bool sbx_strip_foreign_attoptions(struct AlterTableStmt *stmt);
-
-/* what the sandbox role may do with its extensions (extension_access.c) */
-extern void sbx_grant_extension_use(const char *rolename);
-
-/* the source database's settings on the sandbox (db_settings.c) */
 extern SbxSetting *sbx_parse_setting(const char *item);
-extern void sbx_apply_database_settings(const char *dbname, const char *rolename,
-										List *settings, StringInfo refused);
-
-/* restoring configuration tables' rows as superuser (config_data.c) */
-extern void sbx_copy_config_data(PGconn *conn, const char *source,
-								 List *config_rels);
 
 /* source connection strings (conninfo.c) */
 typedef struct SbxConninfoParts
@@ -131,6 +105,7 @@ extern char **sbx_conninfo_to_env(const char *conninfo);
 extern char *sbx_conninfo_password(const char *conninfo);
 extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
 									  const char *value);
+extern char *sbx_redact(const char *text, const char *const *secrets);
 
 /* child processes (child.c) */
 typedef struct SbxChild

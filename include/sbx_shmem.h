@@ -257,6 +257,18 @@ extern void sbx_usage_request_shmem(void);
 extern void sbx_usage_startup_shmem(void);
 extern void sbx_note_login(Oid role);
 
+/* what the lifecycle worker does with the noted logins (login_times.c) */
+extern TimestampTz sbx_pending_login(Oid role);
+extern bool sbx_usage_full(void);
+extern void sbx_usage_flush(void);
+
+/* the metrics' counters (metrics.c) */
+extern void sbx_count_clone(const char *method, double seconds);
+extern void sbx_count_clone_failure(const char *method, int sqlerrcode);
+
+/* the backend is in the database pgsandbox serves (queue.c) */
+extern void sbx_check_database(void);
+
 /* how far a clone job has come (progress.c) */
 extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);

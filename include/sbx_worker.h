@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * sbx_worker.h
- *	  The lifecycle worker's internals: its catalog transactions, the
- *	  lifecycle operations, snapshots, pools and schedules, the disk budget,
- *	  the metrics' counters, and the dynamic workers it starts.
+ *	  The lifecycle worker's internals: the lifecycle operations, drops and
+ *	  what blocks them, snapshots, pools, resets and saves, the disk budget,
+ *	  and the dynamic workers it starts.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,11 +11,9 @@
 #define SBX_WORKER_H
 
 #include "sbx_shmem.h"
+#include "sbx_spi.h"
 
 struct ErrorData;
-
-/* copy_method.c */
-extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
 
 /* starting dynamic workers of this module (dynworker.c) */
 struct BackgroundWorker;
@@ -28,10 +26,9 @@ extern struct BackgroundWorkerHandle *sbx_start_dynamic_worker(const char *funct
 															   Size extra_len);
 extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
 
-/* lifecycle worker (worker.c) and clone worker (clone_worker.c) */
+/* the lifecycle worker (worker.c) */
 extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
-extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
 /* clearing what a database holds of a sandbox (janitor.c) */
 extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
@@ -109,24 +106,6 @@ sbx_clone_method(const SbxCloneJob *job)
 {
 	return job->from_save ? "save" : job->snapshot_id ? "snapshot" : "dump";
 }
-
-/* the lifecycle worker's catalog work (spi.c) */
-extern MemoryContext sbx_outer_cxt;
-extern char *sbx_keep(const char *s);
-extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
-extern void sbx_try_or_warn(void (*step) (void), const char *what);
-extern void sbx_xact_begin(const char *activity);
-extern void sbx_xact_commit(void);
-extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);
-extern char *sbx_spi_text(int row, int col);
-extern List *sbx_keep_column(int col);
-extern void sbx_log_event(const char *sandbox, const char *action,
-						  const char *actor, const char *detail);
-extern void sbx_run_utility(const char *sql, const char *password_secret);
-extern void sbx_run_utility_xact(const char *sql, const char *activity);
-extern void sbx_random_string(char *out, int n, const char *alphabet);
-#define SBX_PASSWORD_ALPHABET \
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 /* sandbox lifecycle operations, run by the lifecycle worker (lifecycle.c) */
 extern void sbx_check_clone_allowed(const SbxActor *by, const char *source,
@@ -229,36 +208,11 @@ extern bool sbx_pool_handout(const SbxActor *by, const SbxRequest *req,
 extern bool sbx_pool_drop_one_stale(void);
 extern bool sbx_pool_next_fill(char *source, bool *schema_only, bool *need_snapshot);
 
-/* snapshot schedules (schedule.c) */
-typedef struct SbxSchedule
-{
-	int64		interval_secs;	/* > 0 for 'N seconds' / 'N minutes'; 0 for cron */
-	uint64		minutes;		/* bit i: minute i allowed */
-	uint32		hours;
-	uint32		days;			/* bit d: day of month d (1..31) */
-	uint16		months;			/* bit m: month m (1..12) */
-	uint8		weekdays;		/* bit w: 0 = Sunday .. 6 */
-	bool		days_star;		/* day-of-month field began with '*' */
-	bool		weekdays_star;
-} SbxSchedule;
-
-extern void sbx_schedule_parse(const char *text, SbxSchedule *schedule);
-extern TimestampTz sbx_schedule_next(const SbxSchedule *schedule, TimestampTz after);
-
-/* what the worker does with the noted logins (login_times.c) */
-extern TimestampTz sbx_pending_login(Oid role);
-extern bool sbx_usage_full(void);
-extern void sbx_usage_flush(void);
-
 /* the disk budget and read-only sandboxes (disk_budget.c) */
 extern int64 sbx_expected_size(const SbxCloneSpec *spec);
 extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
 							 int64 expected, bool adds_to_total);
 extern bool sbx_budget_allows(int64 expected);
 extern void sbx_measure_sizes(void);
-
-/* the metrics' counters (metrics.c) */
-extern void sbx_count_clone(const char *method, double seconds);
-extern void sbx_count_clone_failure(const char *method, int sqlerrcode);
 
 #endif							/* SBX_WORKER_H */

@@ -19,9 +19,10 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "pgsandbox.h"
+#include "sbx_api.h"
+#include "sbx_roles.h"
+#include "sbx_schedule.h"
 #include "sbx_shmem.h"
-#include "sbx_sql.h"
-#include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 

@@ -18,7 +18,8 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "sbx_conn.h"
-#include "sbx_sql.h"
+#include "sbx_roles.h"
+#include "sbx_shmem.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_add_source);

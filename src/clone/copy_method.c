@@ -40,7 +40,7 @@
 #include "common/relpath.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
-#include "sbx_worker.h"
+#include "sbx_clone.h"
 #if PG_VERSION_NUM >= 180000
 #include "storage/copydir.h"
 #endif

@@ -25,6 +25,7 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "sbx_clone.h"
 #include "sbx_conn.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"

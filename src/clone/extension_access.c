@@ -36,7 +36,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "sbx_conn.h"
+#include "sbx_clone.h"
 #include "utils/builtins.h"
 
 /*

@@ -34,6 +34,7 @@
 #include "catalog/pg_event_trigger.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "sbx_clone.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "storage/fd.h"

@@ -23,7 +23,7 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "sbx_conn.h"
-#include "sbx_sql.h"
+#include "sbx_roles.h"
 #include "utils/builtins.h"
 
 /*

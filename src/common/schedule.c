@@ -40,7 +40,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "port/pg_bitutils.h"
-#include "sbx_worker.h"
+#include "sbx_schedule.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"

@@ -22,7 +22,7 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "pgsandbox.h"
 #include "sbx_conn.h"
-#include "sbx_sql.h"
+#include "sbx_roles.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 

@@ -13,8 +13,6 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
-#include "sbx_shmem.h"
-#include "sbx_sql.h"
 
 /* Raise the "must not be null" error for argument n when it is NULL. */
 void

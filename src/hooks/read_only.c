@@ -44,7 +44,7 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
-#include "sbx_sql.h"
+#include "sbx_hooks.h"
 #include "tcop/utility.h"
 
 static ExecutorStart_hook_type prev_executor_start_hook = NULL;

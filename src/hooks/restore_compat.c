@@ -23,7 +23,7 @@
 #include "access/reloptions.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
-#include "sbx_conn.h"
+#include "sbx_hooks.h"
 
 /* column options some builds record that others refuse */
 static const char *const sbx_foreign_attoptions[] = {"pg_attver"};

@@ -37,6 +37,7 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "pgsandbox.h"
 #include "pgstat.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"

@@ -26,7 +26,7 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "sbx_shmem.h"
-#include "sbx_worker.h"
+#include "sbx_spi.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"

@@ -22,7 +22,7 @@
 #include "funcapi.h"
 #include "pgsandbox.h"
 #include "sbx_shmem.h"
-#include "sbx_worker.h"
+#include "sbx_spi.h"
 #include "utils/builtins.h"
 #include "utils/elog.h"
 

@@ -39,6 +39,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"

@@ -23,6 +23,7 @@
 #include "libpq/crypt.h"
 #include "pgsandbox.h"
 #include "sbx_shmem.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"

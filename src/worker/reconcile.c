@@ -16,6 +16,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"
 

@@ -37,6 +37,7 @@
 #include "pgsandbox.h"
 #include "sbx_masking.h"
 #include "sbx_shmem.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"

@@ -32,6 +32,7 @@
 #include "miscadmin.h"
 #include "pgsandbox.h"
 #include "sbx_shmem.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"

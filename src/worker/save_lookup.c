@@ -14,6 +14,7 @@
 
 #include "executor/spi.h"
 #include "pgsandbox.h"
+#include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"

@@ -2,7 +2,8 @@
 # text (no server): each function defined outside a file and called from
 # another is an arrow between files.  Checks that no arrow runs up the
 # layers the README's "How it works" draws, that no files call each other
-# in a circle, and that no function is over 120 lines.
+# in a circle, that no function is over 120 lines, and that each header
+# declares only what the files of its own layer define.
 
 use strict;
 use warnings FATAL => 'all';
@@ -97,5 +98,41 @@ sub visit
 }
 visit($_) foreach grep { !$state{$_} } @files;
 is(join("\n", @circles), '', 'no files call each other, directly or in a circle');
+
+# each header declares the functions of one layer
+my %header_layer = (
+	'pgsandbox.h' => 'common',
+	'sbx_roles.h' => 'common',
+	'sbx_spi.h' => 'common',
+	'sbx_schedule.h' => 'common',
+	'sbx_conn.h' => 'common',
+	'sbx_shmem.h' => 'shmem',
+	'sbx_masking.h' => 'masking',
+	'pii.h' => 'masking',
+	'sbx_clone.h' => 'clone',
+	'sbx_worker.h' => 'worker',
+	'sbx_hooks.h' => 'hooks',
+	'sbx_api.h' => 'api',);
+my (@astray, @unmapped);
+opendir my $dh, "$top/include" or die "include: $!";
+foreach my $header (sort grep { /\.h$/ && $_ ne 'pg_compat.h' } readdir $dh)
+{
+	my $want = $header_layer{$header};
+	push @unmapped, $header unless defined $want;
+	next unless defined $want;
+	open my $fh, '<', "$top/include/$header" or die "$header: $!";
+	my $text = do { local $/; <$fh> };
+	close $fh;
+	$text =~ s{/\*.*?\*/}{}gs;
+	while ($text =~ /^(?:pg_noreturn\s+)?extern\b[^;(]*?\b([a-z_][a-z0-9_]*)\s*\(/mg)
+	{
+		my $in = $defined_in{$1};
+		push @astray, "$header: $1 (" . ($in // 'not defined') . ')'
+		  unless defined $in && layer($in) eq $want;
+	}
+}
+closedir $dh;
+is(join("\n", @unmapped), '', 'every header belongs to a layer');
+is(join("\n", @astray), '', 'every header declares only what its layer defines');
 
 done_testing();

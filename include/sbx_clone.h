@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * sbx_clone.h
+ *	  The clone worker: the dump and restore it runs as the sandbox role,
+ *	  and what it sets up in the sandbox around them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBX_CLONE_H
+#define SBX_CLONE_H
+
+#include "sbx_conn.h"
+#include "sbx_shmem.h"
+
+/* the clone worker (clone_worker.c) */
+extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
+
+/* how a copy of a database is made (copy_method.c) */
+extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
+
+/* which archive entries the sandbox role restores (restore_list.c) */
+struct SbxMasking;
+extern void sbx_filter_restore_list(const char *from, const char *to,
+									const SbxSourceInfo *info,
+									const struct SbxMasking *masking,
+									StringInfo left_out);
+
+/* what the sandbox role may do with its extensions (extension_access.c) */
+extern void sbx_grant_extension_use(const char *rolename);
+
+/* the source database's settings on the sandbox (db_settings.c) */
+extern void sbx_apply_database_settings(const char *dbname, const char *rolename,
+										List *settings, StringInfo refused);
+
+/* restoring configuration tables' rows as superuser (config_data.c) */
+extern void sbx_copy_config_data(PGconn *conn, const char *source,
+								 List *config_rels);
+
+#endif							/* SBX_CLONE_H */

@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * sbx_roles.h
+ *	  Who the caller is and what it may do, and a superuser's session
+ *	  made safe inside a sandbox.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SBX_ROLES_H
+#define SBX_ROLES_H
+
+#include "pgsandbox.h"
+
+/* who may do what (roles.c) */
+extern Oid	sbx_caller(void);
+extern bool sbx_is_admin(Oid role);
+extern void sbx_require_admin(void);
+extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
+pg_noreturn extern void sbx_report_source_denied(const char *source, bool is_admin);
+pg_noreturn extern void sbx_report_data_denied(const char *source);
+
+/* a superuser's session inside a sandbox, hardened (roles.c) */
+extern void sbx_harden_session(void);
+
+#endif							/* SBX_ROLES_H */
