@@ -24,6 +24,8 @@ extern char *sbx_remote_message(PGconn *conn, const PGresult *res);
 extern PGresult *sbx_remote_exec(PGconn *conn, const char *sql, int nparams,
 								 const char *const *params, int expect,
 								 const char *failure);
+extern void sbx_source_session_setup(PGconn *conn, bool copies_rows,
+									 const char *what);
 extern void sbx_source_read_begin(PGconn *conn, const char *what);
 extern char *sbx_remote_quote_ident(const char *name);
 extern char *sbx_remote_quote_qualified(const char *schema, const char *name);

@@ -16,7 +16,7 @@
 extern MemoryContext sbx_outer_cxt;
 extern char *sbx_keep(const char *s);
 extern struct ErrorData *sbx_catch_error(MemoryContext cxt);
-extern void sbx_try_or_warn(void (*step) (void), const char *what);
+extern bool sbx_try_or_warn(void (*step) (void *arg), void *arg, const char *what);
 extern void sbx_xact_begin(const char *activity);
 extern void sbx_xact_commit(void);
 extern int	sbx_spi(const char *sql, int expect, int nargs, const char *const *args);

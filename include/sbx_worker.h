@@ -47,6 +47,8 @@ extern char *sbx_record_blocked(struct ErrorData *edata, const char *name,
 pg_noreturn extern void sbx_rethrow_blocked(struct ErrorData *edata, const char *name,
 								const char *step, Oid role, Oid db,
 								const char *hint);
+extern bool sbx_try_with_backoff(const char *key, void (*step) (void *arg), void *arg,
+								 const char *what);
 extern bool sbx_backoff_due(const char *what);
 extern void sbx_backoff_failed(const char *what);
 extern void sbx_backoff_done(const char *what);

@@ -55,9 +55,7 @@ static const char sbx_describe_query[] =
 static void
 sbx_describe_send(PGconn *conn, const char *what)
 {
-	(void) sbx_remote_value(conn,
-							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
-							what);
+	sbx_source_session_setup(conn, false, psprintf("could not read %s", what));
 	if (!PQsendQuery(conn, sbx_describe_query))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),

@@ -263,18 +263,44 @@ sbx_remote_quote_qualified(const char *schema, const char *name)
 }
 
 /*
- * Begin reading source conn as it is now: a repeatable-read, read-only
- * transaction whose session sees the system's operators and functions
- * first and reads string literals as the standard says, whatever the
- * source's settings.  'what' prefixes the error.
+ * Prepare a session on a source before pgsandbox reads from it: the
+ * system's operators and functions come first and string literals are read
+ * as the standard says, whatever the source's settings.  A session that
+ * copies rows ('copies_rows') also waits as long as the clone takes,
+ * whatever timeouts the source's role has; writes values in forms any
+ * server reads back the same (ISO dates, exact floats), in the source's
+ * encoding; and meets a row-level security policy that would hide rows as
+ * an error, not as a silently shorter table.  'what' prefixes the error.
+ */
+void
+sbx_source_session_setup(PGconn *conn, bool copies_rows, const char *what)
+{
+	PQclear(sbx_remote_exec(conn,
+							copies_rows ?
+							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							" pg_catalog.set_config('standard_conforming_strings', 'on', false),"
+							" pg_catalog.set_config('statement_timeout', '0', false),"
+							" pg_catalog.set_config('lock_timeout', '0', false),"
+							" pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),"
+							" pg_catalog.set_config('datestyle', 'ISO', false),"
+							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
+							" pg_catalog.set_config('extra_float_digits', '3', false),"
+							" pg_catalog.set_config('row_security', 'off', false),"
+							" pg_catalog.set_config('client_encoding',"
+							"                       pg_catalog.current_setting('server_encoding'), false)" :
+							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							" pg_catalog.set_config('standard_conforming_strings', 'on', false)",
+							0, NULL, PGRES_TUPLES_OK, what));
+}
+
+/*
+ * Begin reading source conn as it is now: a prepared session (above) in a
+ * repeatable-read, read-only transaction.  'what' prefixes the error.
  */
 void
 sbx_source_read_begin(PGconn *conn, const char *what)
 {
-	PQclear(sbx_remote_exec(conn,
-							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
-							" pg_catalog.set_config('standard_conforming_strings', 'on', false)",
-							0, NULL, PGRES_TUPLES_OK, what));
+	sbx_source_session_setup(conn, false, what);
 	PQclear(sbx_remote_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							0, NULL, PGRES_COMMAND_OK, what));
 }

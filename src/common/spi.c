@@ -85,18 +85,21 @@ sbx_catch_error(MemoryContext cxt)
 }
 
 /*
- * Run step(); an error it raises is logged as a warning, "what" followed by
- * its message, and the transaction it left is aborted.  For the steps of
- * the worker's timers, which the next pass tries again.
+ * Run step(arg); an error it raises is logged as a warning, "what" followed
+ * by its message, and the transaction it left is aborted.  Returns whether
+ * the step succeeded.  For the steps of background workers that are tried
+ * again later, or whose failure must not fail what called them.
  */
-void
-sbx_try_or_warn(void (*step) (void), const char *what)
+bool
+sbx_try_or_warn(void (*step) (void *arg), void *arg, const char *what)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = false;
 
 	PG_TRY();
 	{
-		step();
+		step(arg);
+		ok = true;
 	}
 	PG_CATCH();
 	{
@@ -108,6 +111,7 @@ sbx_try_or_warn(void (*step) (void), const char *what)
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+	return ok;
 }
 
 #define SBX_SPI_MAX_ARGS 12

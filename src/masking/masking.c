@@ -677,28 +677,9 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 	m->source = source;
 	sbx_check_rules_rights(m, masks);
 
-	/*
-	 * For the session: the expressions see the system's functions first
-	 * and read string literals as when checked; the reader waits as long
-	 * as the clone takes, whatever timeouts the source's role has.  Rows
-	 * are written as pg_dump writes them, in forms any server reads back
-	 * the same (ISO dates, exact floats), in the source's encoding; a
-	 * row-level security policy that would hide rows is an error, not a
-	 * silently shorter table.
-	 */
-	PQclear(sbx_reader_exec(m,
-							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
-							" pg_catalog.set_config('standard_conforming_strings', 'on', false),"
-							" pg_catalog.set_config('statement_timeout', '0', false),"
-							" pg_catalog.set_config('lock_timeout', '0', false),"
-							" pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),"
-							" pg_catalog.set_config('datestyle', 'ISO', false),"
-							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
-							" pg_catalog.set_config('extra_float_digits', '3', false),"
-							" pg_catalog.set_config('row_security', 'off', false),"
-							" pg_catalog.set_config('client_encoding',"
-							"                       pg_catalog.current_setting('server_encoding'), false)",
-							0, NULL, PGRES_TUPLES_OK));
+	/* the session of a reader that copies rows (sandbox_conn.c) */
+	sbx_source_session_setup(reader, true,
+							 psprintf("could not read source \"%s\" for masking", source));
 	sbx_set_mask_key(reader, source,
 					 psprintf("could not read source \"%s\" for masking", source));
 	res = sbx_reader_exec(m, "SELECT pg_catalog.current_setting('server_encoding')", 0, NULL,
@@ -752,6 +733,16 @@ sbx_masking_dump_options(const SbxMasking *m)
 	 * database or role settings, say of client_encoding.
 	 */
 	options = lappend(options, psprintf("--encoding=%s", m->encoding));
+
+	/*
+	 * The reader holds its locks on the masked tables until the clone is
+	 * filled.  A statement on the source that waits for one of them (an
+	 * ALTER TABLE, a DROP) is queued ahead of pg_dump's own lock on that
+	 * table, and pg_dump would wait for it while it waits for the reader,
+	 * which waits for pg_dump: a deadlock the server cannot see.  pg_dump
+	 * gives up instead, and the clone fails.
+	 */
+	options = lappend(options, psprintf("--lock-wait-timeout=%d", sbx_lock_timeout));
 	foreach(lc, m->excluded)
 		options = lappend(options, psprintf("--exclude-table-data=%s", (char *) lfirst(lc)));
 	return options;

@@ -102,34 +102,30 @@ sbx_failure_cause(int sqlerrcode)
  * Count a clone that failed or was refused, in a transaction of its own.
  * Counting never fails the caller: an error is logged and forgotten.
  */
+static void
+sbx_count_clone_failure_step(void *arg)
+{
+	const char *const *args = arg;
+
+	sbx_xact_begin("pgsandbox: counting a failed clone");
+	if (sbx_catalog_has_usage())
+		sbx_spi("INSERT INTO pgsandbox.counter AS c (name, labels, value)"
+				" VALUES ('pgsandbox_clones_total',"
+				"         pg_catalog.jsonb_build_object('method', $1, 'outcome', 'failed'), 1),"
+				"        ('pgsandbox_clone_failures_total',"
+				"         pg_catalog.jsonb_build_object('cause', $2), 1)"
+				" ON CONFLICT (name, labels) DO UPDATE SET value = c.value + excluded.value",
+				SPI_OK_INSERT, 2, args);
+	sbx_xact_commit();
+}
+
 void
 sbx_count_clone_failure(const char *method, int sqlerrcode)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	const char *args[2] = {method, sbx_failure_cause(sqlerrcode)};
 
-	PG_TRY();
-	{
-		sbx_xact_begin("pgsandbox: counting a failed clone");
-		if (sbx_catalog_has_usage())
-			sbx_spi("INSERT INTO pgsandbox.counter AS c (name, labels, value)"
-					" VALUES ('pgsandbox_clones_total',"
-					"         pg_catalog.jsonb_build_object('method', $1, 'outcome', 'failed'), 1),"
-					"        ('pgsandbox_clone_failures_total',"
-					"         pg_catalog.jsonb_build_object('cause', $2), 1)"
-					" ON CONFLICT (name, labels) DO UPDATE SET value = c.value + excluded.value",
-					SPI_OK_INSERT, 2, args);
-		sbx_xact_commit();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not count a failed clone"),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
+	(void) sbx_try_or_warn(sbx_count_clone_failure_step, args,
+						   "could not count a failed clone");
 }
 
 /*

@@ -181,14 +181,24 @@ sbx_budget_allows(int64 expected)
  * next pass, which finds the sandbox still past the limit and not
  * read-only, tries again.
  */
-static void
-sbx_make_read_only(const char *id, const char *name, const char *db_oid,
-				   int64 size)
+typedef struct SbxReadOnlyStep
 {
+	const char *id;
+	const char *name;
+	const char *db_oid;
+	int64		size;
+} SbxReadOnlyStep;
+
+static void
+sbx_make_read_only_step(void *arg)
+{
+	const SbxReadOnlyStep *step = arg;
 	MemoryContext cxt = CurrentMemoryContext;
-	const char *args[1] = {id};
+	const char *name = step->name;
+	int64		size = step->size;
+	const char *args[1] = {step->id};
 	const char *db = quote_identifier(name);
-	Oid			dboid = atooid(db_oid);
+	Oid			dboid = atooid(step->db_oid);
 
 	PG_TRY();
 	{
@@ -284,29 +294,15 @@ sbx_measure_sizes(void)
 	/* one that fails is measured again, and tried again once its backoff is over */
 	forfour(l1, ids, l2, names, l3, dbs, l4, sizes)
 	{
-		MemoryContext cxt = CurrentMemoryContext;
-		char	   *key = psprintf("read-only %s", (char *) lfirst(l2));
+		SbxReadOnlyStep step = {lfirst(l1), lfirst(l2), lfirst(l3),
+								pg_strtoint64(lfirst(l4))};
+		char	   *key = psprintf("read-only %s", step.name);
+		char	   *what = psprintf("could not make sandbox \"%s\" read-only, will try again later",
+									step.name);
 
-		if (!sbx_backoff_due(key))
-			continue;
-		PG_TRY();
-		{
-			sbx_make_read_only(lfirst(l1), lfirst(l2), lfirst(l3),
-							   pg_strtoint64(lfirst(l4)));
-			sbx_backoff_done(key);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = sbx_catch_error(cxt);
-
-			ereport(WARNING,
-					(errmsg("could not make sandbox \"%s\" read-only, will try again later",
-							(char *) lfirst(l2)),
-					 errdetail_internal("%s", edata->message)));
-			sbx_backoff_failed(key);
-		}
-		PG_END_TRY();
+		(void) sbx_try_with_backoff(key, sbx_make_read_only_step, &step, what);
 		pfree(key);
+		pfree(what);
 	}
 	list_free_deep(ids);
 	list_free_deep(names);

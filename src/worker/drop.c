@@ -666,33 +666,35 @@ sbx_snapshot_in_use(int64 id)
  * that it does not hold up the others.  Returns whether the row was
  * dropped.
  */
+typedef struct SbxDropStep
+{
+	int64		id;				/* a snapshot or pool member; 0 for a name */
+	const char *name;			/* an expired sandbox */
+	const char *reason;
+	bool		dropped;
+} SbxDropStep;
+
+static void
+sbx_drop_tracked_step(void *arg)
+{
+	SbxDropStep *step = arg;
+
+	step->dropped = sbx_drop_tracked(step->id, step->reason);
+}
+
 static bool
 sbx_drop_tracked_or_wait(int64 id, const char *reason)
 {
-	MemoryContext cxt = CurrentMemoryContext;
+	SbxDropStep step = {.id = id, .reason = reason};
 	char		key[32];
-	volatile bool dropped = false;
 
 	snprintf(key, sizeof(key), INT64_FORMAT, id);
-	if (sbx_snapshot_in_use(id) || !sbx_backoff_due(key))
+	if (sbx_snapshot_in_use(id))
 		return false;
-	PG_TRY();
-	{
-		dropped = sbx_drop_tracked(id, reason);
-		sbx_backoff_done(key);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop snapshot or pool member " INT64_FORMAT ", will try again later",
-						id),
-				 errdetail_internal("%s", edata->message)));
-		sbx_backoff_failed(key);
-	}
-	PG_END_TRY();
-	return dropped;
+	return sbx_try_with_backoff(key, sbx_drop_tracked_step, &step,
+								psprintf("could not drop snapshot or pool member " INT64_FORMAT
+										 ", will try again later", id))
+		&& step.dropped;
 }
 
 /*
@@ -778,27 +780,21 @@ sbx_expired_sandboxes(void)
  * The reaper's drop of one of sbx_expired_sandboxes: a failure is logged
  * and its next attempt put off.  Returns whether it was dropped.
  */
+static void
+sbx_reap_step(void *arg)
+{
+	SbxDropStep *step = arg;
+
+	/* a sandbox extended meanwhile is left alone */
+	step->dropped = (sbx_drop(step->name, &sbx_worker_actor, true, true, "expire") == SBX_DROP_DONE);
+}
+
 bool
 sbx_reap_one(const char *name)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool dropped = false;
+	SbxDropStep step = {.name = name};
 
-	PG_TRY();
-	{
-		/* a sandbox extended meanwhile is left alone */
-		dropped = (sbx_drop(name, &sbx_worker_actor, true, true, "expire") == SBX_DROP_DONE);
-		sbx_backoff_done(name);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop sandbox \"%s\", will try again later", name),
-				 errdetail_internal("%s", edata->message)));
-		sbx_backoff_failed(name);
-	}
-	PG_END_TRY();
-	return dropped;
+	return sbx_try_with_backoff(name, sbx_reap_step, &step,
+								psprintf("could not drop sandbox \"%s\", will try again later", name))
+		&& step.dropped;
 }

@@ -230,6 +230,26 @@ sbx_retry_find(const char *what)
 	return NULL;
 }
 
+/*
+ * Run step(arg) on 'key' if its backoff is over: a failure is logged as a
+ * warning ("what" and the error) and puts the next attempt off, a success
+ * forgets the backoff.  Returns whether the step ran and succeeded.
+ */
+bool
+sbx_try_with_backoff(const char *key, void (*step) (void *arg), void *arg,
+					 const char *what)
+{
+	if (!sbx_backoff_due(key))
+		return false;
+	if (!sbx_try_or_warn(step, arg, what))
+	{
+		sbx_backoff_failed(key);
+		return false;
+	}
+	sbx_backoff_done(key);
+	return true;
+}
+
 /* Whether a step on 'what' may be tried now. */
 bool
 sbx_backoff_due(const char *what)

@@ -165,6 +165,23 @@ sbx_reconcile_later(int64 sandbox_id)
 	MemoryContextSwitchTo(old);
 }
 
+/* what undoing a job needs, for sbx_try_or_warn (spi.c) */
+typedef struct SbxUndoStep
+{
+	int64		sandbox_id;
+	const SbxCloneJob *job;
+	const char *reason;
+	const char *actor;
+} SbxUndoStep;
+
+static void
+sbx_fail_clone_step(void *arg)
+{
+	const SbxUndoStep *step = arg;
+
+	sbx_clone_fail(step->sandbox_id, step->reason, "failed", step->actor);
+}
+
 /*
  * Undo a clone, logging instead of raising if the undoing fails itself; the
  * reconciliation timer then tries again.
@@ -172,23 +189,23 @@ sbx_reconcile_later(int64 sandbox_id)
 static void
 sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
 {
-	MemoryContext cxt = CurrentMemoryContext;
+	SbxUndoStep step = {.sandbox_id = sandbox_id, .reason = reason, .actor = actor};
 
-	PG_TRY();
-	{
-		sbx_clone_fail(sandbox_id, reason, "failed", actor);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not clean up sandbox " INT64_FORMAT ", will try again later",
-						sandbox_id),
-				 errdetail_internal("%s", edata->message)));
+	if (!sbx_try_or_warn(sbx_fail_clone_step, &step,
+						 psprintf("could not clean up sandbox " INT64_FORMAT ", will try again later",
+								  sandbox_id)))
 		sbx_reconcile_later(sandbox_id);
-	}
-	PG_END_TRY();
+}
+
+static void
+sbx_undo_reset_or_save_step(void *arg)
+{
+	const SbxUndoStep *step = arg;
+
+	if (step->job->reset)
+		sbx_reset_fail(step->job, step->reason, step->actor);
+	else
+		sbx_save_fail(step->job, step->reason, step->actor);
 }
 
 /*
@@ -199,7 +216,7 @@ sbx_fail_clone_quietly(int64 sandbox_id, const char *reason, const char *actor)
 static void
 sbx_undo_job_quietly(const SbxCloneJob *job, const char *reason, const char *actor)
 {
-	MemoryContext cxt = CurrentMemoryContext;
+	SbxUndoStep step = {.job = job, .reason = reason, .actor = actor};
 
 	if (!job->reset && job->kind != SBX_KIND_SAVE)
 	{
@@ -207,27 +224,15 @@ sbx_undo_job_quietly(const SbxCloneJob *job, const char *reason, const char *act
 			sbx_fail_clone_quietly(job->sandbox_id, reason, actor);
 		return;
 	}
-	PG_TRY();
+	if (!sbx_try_or_warn(sbx_undo_reset_or_save_step, &step,
+						 psprintf("could not clean up after a %s of sandbox \"%s\", will try again later",
+								  job->reset ? "reset" : "save",
+								  job->reset ? job->reset_of : job->snapshot_name)))
 	{
-		if (job->reset)
-			sbx_reset_fail(job, reason, actor);
-		else
-			sbx_save_fail(job, reason, actor);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not clean up after a %s of sandbox \"%s\", will try again later",
-						job->reset ? "reset" : "save",
-						job->reset ? job->reset_of : job->snapshot_name),
-				 errdetail_internal("%s", edata->message)));
 		if (job->kind == SBX_KIND_SAVE && job->sandbox_id > 0)
 			sbx_reconcile_later(job->sandbox_id);
 		sbx_reconcile_later(job->reset ? job->sandbox_id : job->parent_id);
 	}
-	PG_END_TRY();
 }
 
 /*
@@ -393,6 +398,12 @@ sbx_sandbox_succeeded(int j, SbxCloneJob *job, double secs, SbxRequest *outcome)
  * drop the old one.  If the swap fails, the sandbox keeps its old data.
  */
 static void
+sbx_reset_cleanup_step(void *arg)
+{
+	sbx_reset_cleanup(*(int64 *) arg, false);
+}
+
+static void
 sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -427,21 +438,10 @@ sbx_reset_succeeded(int j, SbxCloneJob *job, double secs)
 			(errmsg("sandbox \"%s\" was reset to %s (%.1f s)", job->reset_of, job->origin, secs)));
 
 	/* the old database goes now, or at the next reconciliation */
-	PG_TRY();
-	{
-		sbx_reset_cleanup(job->sandbox_id, false);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not drop the database sandbox \"%s\" had before its reset, will try again later",
-						job->reset_of),
-				 errdetail_internal("%s", edata->message)));
+	if (!sbx_try_or_warn(sbx_reset_cleanup_step, &job->sandbox_id,
+						 psprintf("could not drop the database sandbox \"%s\" had before its reset, will try again later",
+								  job->reset_of)))
 		sbx_reconcile_later(job->sandbox_id);
-	}
-	PG_END_TRY();
 }
 
 /*
@@ -1100,41 +1100,42 @@ sbx_reap_interval(void)
  * lists those due by then; once none is, a role a drop had to leave behind
  * is dropped (drop.c).
  */
+typedef struct SbxReapRound
+{
+	List	   *names;			/* expired, or with a drop to finish */
+	bool		more;			/* a leftover role was dropped: look again */
+} SbxReapRound;
+
+static void
+sbx_reap_round_step(void *arg)
+{
+	SbxReapRound *round = arg;
+
+	round->names = sbx_expired_sandboxes();
+	if (round->names == NIL)
+		round->more = sbx_drop_one_leftover_role();
+}
+
 static bool
 sbx_reap_step(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	char	   *name;
 
 	if (sbx_reap_todo == NIL)
 	{
-		List	   *names = NIL;
+		SbxReapRound round = {NIL, false};
 		ListCell   *lc;
 		MemoryContext old;
-		volatile bool more = false;
 
-		PG_TRY();
-		{
-			names = sbx_expired_sandboxes();
-			if (names == NIL)
-				more = sbx_drop_one_leftover_role();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = sbx_catch_error(cxt);
-
-			ereport(WARNING,
-					(errmsg("could not look for expired sandboxes"),
-					 errdetail_internal("%s", edata->message)));
-		}
-		PG_END_TRY();
+		(void) sbx_try_or_warn(sbx_reap_round_step, &round,
+							   "could not look for expired sandboxes");
 		/* the round outlives this pass of the loop */
 		old = MemoryContextSwitchTo(sbx_worker_cxt);
-		foreach(lc, names)
+		foreach(lc, round.names)
 			sbx_reap_todo = lappend(sbx_reap_todo, pstrdup(lfirst(lc)));
 		MemoryContextSwitchTo(old);
 		if (sbx_reap_todo == NIL)
-			return more;
+			return round.more;
 	}
 
 	name = pstrdup(linitial(sbx_reap_todo));
@@ -1158,10 +1159,15 @@ sbx_reconcile_interval(void)
  * Reconciliation, one sandbox a step.  One that fails is logged and goes to
  * the back of the list, to be tried again at the next interval.
  */
+static void
+sbx_reconcile_one_step(void *arg)
+{
+	sbx_reconcile_one(*(int64 *) arg);
+}
+
 static bool
 sbx_reconcile_step(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	List	   *ids = sbx_reconcile_ids;
 	ListCell   *lc;
 
@@ -1170,21 +1176,12 @@ sbx_reconcile_step(void)
 	foreach(lc, ids)
 	{
 		int64		id = pg_strtoint64(lfirst(lc));
+		char	   *what = psprintf("could not reconcile sandbox " INT64_FORMAT
+									", will try again later", id);
 
-		PG_TRY();
-		{
-			sbx_reconcile_one(id);
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = sbx_catch_error(cxt);
-
-			ereport(WARNING,
-					(errmsg("could not reconcile sandbox " INT64_FORMAT ", will try again later", id),
-					 errdetail_internal("%s", edata->message)));
+		if (!sbx_try_or_warn(sbx_reconcile_one_step, &id, what))
 			sbx_reconcile_later(id);
-		}
-		PG_END_TRY();
+		pfree(what);
 	}
 	list_free_deep(ids);
 	return false;
@@ -1331,11 +1328,18 @@ sbx_usage_interval(void)
 	return sbx_usage_full() ? 1000L : 60000L;
 }
 
+static void
+sbx_usage_flush_step(void *arg)
+{
+	sbx_usage_flush();
+}
+
 static bool
 sbx_usage_step(void)
 {
 	if (sbx_catalog_current)
-		sbx_try_or_warn(sbx_usage_flush, "could not record the use of sandboxes");
+		(void) sbx_try_or_warn(sbx_usage_flush_step, NULL,
+							   "could not record the use of sandboxes");
 	return false;
 }
 
@@ -1345,12 +1349,18 @@ sbx_measure_interval(void)
 	return sbx_size_check_interval * 1000L;
 }
 
+static void
+sbx_measure_sizes_step(void *arg)
+{
+	sbx_measure_sizes();
+}
+
 /* Measure the sandboxes in use, for the disk budget (disk_budget.c). */
 static bool
 sbx_measure_step(void)
 {
 	if (sbx_catalog_current)
-		sbx_try_or_warn(sbx_measure_sizes, "could not measure sandboxes");
+		(void) sbx_try_or_warn(sbx_measure_sizes_step, NULL, "could not measure sandboxes");
 	return false;
 }
 
@@ -1425,9 +1435,15 @@ sbx_extension_installed(bool *current)
  * to the reconciliation timer.
  */
 static void
+sbx_reconcile_todo_step(void *arg)
+{
+	sbx_end_orphan_clone_workers();
+	*(List **) arg = sbx_reconcile_todo();
+}
+
+static void
 sbx_forget_previous_run(void)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	char		path[MAXPGPATH];
 	List	   *ids = NIL;
 	ListCell   *lc;
@@ -1446,20 +1462,8 @@ sbx_forget_previous_run(void)
 	if (access(path, F_OK) == 0)
 		(void) rmtree(path, true);
 
-	PG_TRY();
-	{
-		sbx_end_orphan_clone_workers();
-		ids = sbx_reconcile_todo();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = sbx_catch_error(cxt);
-
-		ereport(WARNING,
-				(errmsg("could not list the sandboxes to reconcile"),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
+	(void) sbx_try_or_warn(sbx_reconcile_todo_step, &ids,
+						   "could not list the sandboxes to reconcile");
 	old = MemoryContextSwitchTo(sbx_worker_cxt);
 	foreach(lc, ids)
 		sbx_reconcile_ids = lappend(sbx_reconcile_ids, pstrdup(lfirst(lc)));

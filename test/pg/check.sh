@@ -10,6 +10,9 @@
 #
 # PG_TEST_TIMEOUT_DEFAULT (default 60 here, PostgreSQL's is 180) bounds each
 # wait of the TAP library, so a failing test does not wait out 3 minutes.
+# PGSANDBOX_TEST_FILE_TIMEOUT (default 900 s, test/t/SandboxTest.pm) bounds
+# each TAP file: one that runs longer fails, printing what its servers were
+# doing.
 # PROVE_TESTS picks TAP files (e.g. PROVE_TESTS=test/t/011_login_check.pl);
 # REGRESS picks pg_regress tests (empty: none); TAP=0 runs no TAP test.  KEEP=1 keeps the work
 # directory (its path is printed) for the logs.
