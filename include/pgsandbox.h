@@ -94,6 +94,7 @@ extern bool sbx_catalog_has_protection(void);
 extern bool sbx_catalog_has_usage(void);
 extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
+extern bool sbx_catalog_has_reduced(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);

@@ -22,19 +22,100 @@ typedef struct SbxMaskRule
 	bool		trusted;		/* its author is a superuser: not checked */
 } SbxMaskRule;
 
-typedef struct SbxMasking SbxMasking;
+/* a subset or follow rule (subset_rules.c, subset.c) */
+typedef struct SbxSubsetRule
+{
+	char	   *target;			/* schema.table, quoted where needed */
+	char	   *schema;
+	char	   *table;
+	char	   *condition;		/* subset: an expression, or a share ('1%') */
+	int64		max_rows;		/* follow: the most rows kept, 0 for no bound */
+	bool		follow;
+	bool		trusted;		/* its author is a superuser: not checked */
+} SbxSubsetRule;
+
+/* a table whose rows the reader copies: masked, reduced, or both */
+typedef struct SbxMaskedTable
+{
+	Oid			relid;			/* in the source */
+	char	   *qualified;		/* schema.table, quoted where needed */
+	char	   *sql_name;		/* schema.table, quoted for the source */
+	List	   *rules;			/* SbxMaskRule that cover it */
+	char	   *select_list;	/* its columns, masked ones as expressions */
+	char	   *column_list;
+	const char *kept;			/* reduced: the CTE of its kept rows, or NULL */
+	double		estimate;		/* reduced: the source's estimate of its rows */
+	int64		rows;			/* rows copied */
+} SbxMaskedTable;
+
+typedef struct SbxMasking
+{
+	PGconn	   *reader;
+	const char *source;
+	char	   *snapshot;		/* exported by the reader */
+	char	   *encoding;		/* the source's, in which rows travel */
+	List	   *excluded;		/* exact pg_dump patterns of tables whose
+								 * rows are left out or copied here */
+	List	   *left_out;		/* SbxLeftOut: the same tables, by OID */
+	int			nexcluded;		/* of those, excluded by a pattern */
+	List	   *masked;			/* SbxMaskedTable */
+	int			ncolumns;		/* mask rules */
+	char	   *with;			/* reduced: the WITH clause of every COPY */
+	int			nreduced;		/* tables reduced */
+	List	   *notes;			/* what the subset left out, for the event */
+} SbxMasking;
+
+/* a table whose rows pg_dump must not copy, and the rules that say so */
+typedef struct SbxLeftOut
+{
+	Oid			relid;
+	const char *pattern;		/* of exclude_data, or NULL */
+	const SbxMaskedTable *masked;	/* or the masked table */
+} SbxLeftOut;
+
+/* the reader's queries and the tables it copies (reader_tables.c) */
+extern void sbx_leave_out(SbxMasking *m, Oid relid, const char *schema, const char *table,
+						  const char *pattern, const SbxMaskedTable *masked);
+extern char *sbx_exact_pattern(const char *schema, const char *table);
 
 extern bool sbx_read_rules(const char *source, SbxCloneJob *job);
-extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns);
+extern bool sbx_rules_reduce(const SbxCloneJob *job);
+extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns,
+							 List **subsets);
 extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
 									char **table_re);
 extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
-									 List *masks, List *patterns,
+									 List *masks, List *patterns, List *subsets,
 									 int rules_encoding);
+extern PGresult *sbx_reader_exec(SbxMasking *m, const char *sql, int nparams,
+								 const char *const *params, int expect);
+extern SbxMaskedTable *sbx_masked_table(SbxMasking *m, Oid relid, const char *schema,
+										const char *table);
 extern List *sbx_masking_dump_options(const SbxMasking *masking);
 extern void sbx_masking_copy(SbxMasking *masking, PGconn *sandbox);
 extern char *sbx_masking_summary(const SbxMasking *masking);
 extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
+
+/* what rules.c shares with subset_rules.c */
+struct SelectStmt;
+extern struct SelectStmt *sbx_parse_expression(const char *expression, const char *what);
+extern void sbx_check_expression_syntax(const char *expression, const char *what);
+extern void sbx_check_rule_rights(const char *expression, const char *what);
+extern void sbx_begin_rule_check(PGconn *conn, const char *source);
+extern void sbx_lock_source(const char *source);
+extern void sbx_rules_changed(const char *source);
+extern void sbx_check_rules_size(const char *source, const char *kind, const char *target,
+								 int more);
+extern void sbx_remove_rule(const char *source, const char *kind, const char *target,
+							const char *shown);
+
+/* subset rules (subset_rules.c) and the rows they keep (subset.c) */
+extern int64 sbx_subset_share(const char *condition);
+extern List *sbx_condition_columns(const char *condition);
+extern void sbx_check_mask_not_in_subset(const char *source, const char *schema,
+										 const char *table, const char *column);
+extern void sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids);
+extern char *sbx_subset_summary(const SbxMasking *m);
 
 /* the key masking expressions may hash with (mask_key.c) */
 #define SBX_MASK_KEY_SETTING	"pgsandbox_mask.key"

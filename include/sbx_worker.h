@@ -121,6 +121,7 @@ extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);
 extern void sbx_pick_name(char *name);
+extern void sbx_record_reduced(int64 id, int64 copied, bool reduced);
 extern void sbx_create_role(SbxCloneJob *job);
 extern void sbx_secure_database(SbxCloneJob *job, int64 *size);
 extern char *sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job);

@@ -638,8 +638,9 @@ sbx_fill_sandbox(void)
 	{
 		List	   *masks;
 		List	   *patterns;
+		List	   *subsets;
 
-		sbx_unpack_rules(&sbx_job, &masks, &patterns);
+		sbx_unpack_rules(&sbx_job, &masks, &patterns, &subsets);
 		reader = sbx_source_open(sbx_job.source, sbx_job.conninfo,
 								 sbx_job.require_password);
 		PG_TRY();
@@ -649,7 +650,7 @@ sbx_fill_sandbox(void)
 			/* every read of the clone uses the reader's snapshot */
 			sbx_job.data_as_of = GetCurrentTimestamp();
 			masking = sbx_masking_begin(reader, sbx_job.source, masks, patterns,
-										sbx_job.rules_encoding);
+										subsets, sbx_job.rules_encoding);
 			sbx_dump_and_restore(dump_env, restore_env, info, masking);
 			sbx_note("%s", sbx_masking_summary(masking));
 		}

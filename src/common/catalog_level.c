@@ -71,6 +71,13 @@ sbx_catalog_has_dropping(void)
 	return sbx_catalog_has_column("sandbox", "drop_started_at");
 }
 
+/* 0.10: reduced data clones */
+bool
+sbx_catalog_has_reduced(void)
+{
+	return sbx_catalog_has_column("sandbox", "reduced");
+}
+
 /*
  * A condition, in SQL, that snapshot or pool member s was made of source o
  * as it is now, not of an earlier source of the same name: of the same

@@ -45,86 +45,8 @@
 #include "utils/builtins.h"
 #include "utils/varlena.h"
 
-/* a table whose rows are read through masks */
-typedef struct SbxMaskedTable
-{
-	Oid			relid;			/* in the source */
-	char	   *qualified;		/* schema.table, quoted where needed */
-	char	   *sql_name;		/* schema.table, quoted for the source */
-	List	   *rules;			/* SbxMaskRule that cover it */
-	char	   *select_list;	/* its columns, masked ones as expressions */
-	char	   *column_list;
-} SbxMaskedTable;
-
-struct SbxMasking
-{
-	PGconn	   *reader;
-	const char *source;
-	char	   *snapshot;		/* exported by the reader */
-	char	   *encoding;		/* the source's, in which rows travel */
-	List	   *excluded;		/* exact pg_dump patterns of tables whose
-								 * rows are left out or copied here */
-	List	   *left_out;		/* SbxLeftOut: the same tables, by OID */
-	int			nexcluded;		/* of those, excluded by a pattern */
-	List	   *masked;			/* SbxMaskedTable */
-	int			ncolumns;		/* mask rules */
-};
-
-static char *sbx_exact_pattern(const char *schema, const char *table);
 static char *sbx_table_targets(const SbxMaskedTable *table);
 
-/* a table whose rows pg_dump must not copy, and the rules that say so */
-typedef struct SbxLeftOut
-{
-	Oid			relid;
-	const char *pattern;		/* of exclude_data, or NULL */
-	const SbxMaskedTable *masked;	/* or the masked table */
-} SbxLeftOut;
-
-static void
-sbx_leave_out(SbxMasking *m, Oid relid, const char *schema, const char *table,
-			  const char *pattern, const SbxMaskedTable *masked)
-{
-	SbxLeftOut *entry = palloc(sizeof(SbxLeftOut));
-
-	entry->relid = relid;
-	entry->pattern = pattern;
-	entry->masked = masked;
-	m->left_out = lappend(m->left_out, entry);
-	m->excluded = lappend(m->excluded, sbx_exact_pattern(schema, table));
-}
-
-/* A query of the reader's that must succeed. */
-static PGresult *
-sbx_reader_exec(SbxMasking *m, const char *sql, int nparams, const char *const *params,
-				ExecStatusType expect)
-{
-	return sbx_remote_exec(m->reader, sql, nparams, params, expect,
-						   psprintf("could not read source \"%s\" for masking", m->source));
-}
-
-/* A pattern pg_dump reads as exactly one table. */
-static char *
-sbx_exact_pattern(const char *schema, const char *table)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int part = 0; part < 2; part++)
-	{
-		const char *s = part == 0 ? schema : table;
-
-		appendStringInfoString(&buf, part == 0 ? "\"" : ".\"");
-		for (; *s; s++)
-		{
-			if (*s == '"')
-				appendStringInfoChar(&buf, '"');
-			appendStringInfoChar(&buf, *s);
-		}
-		appendStringInfoChar(&buf, '"');
-	}
-	return buf.data;
-}
 
 /*
  * The tables a pattern of exclude_data matches, with their children.  An
@@ -297,28 +219,11 @@ sbx_mask_covered_tables(SbxMasking *m, SbxMaskRule *rule, PGresult *res,
 	for (int i = 0; i < PQntuples(res); i++)
 	{
 		Oid			relid = atooid(PQgetvalue(res, i, 0));
-		SbxMaskedTable *table = NULL;
-		ListCell   *lt;
+		SbxMaskedTable *table;
 
 		if (PQgetvalue(res, i, 3)[0] != 'r' || list_member_oid(excluded_oids, relid))
 			continue;
-		foreach(lt, m->masked)
-		{
-			if (((SbxMaskedTable *) lfirst(lt))->relid == relid)
-				table = lfirst(lt);
-		}
-		if (table == NULL)
-		{
-			table = palloc0(sizeof(SbxMaskedTable));
-			table->relid = relid;
-			table->qualified = quote_qualified_identifier(PQgetvalue(res, i, 1),
-														  PQgetvalue(res, i, 2));
-			table->sql_name = sbx_remote_quote_qualified(PQgetvalue(res, i, 1),
-														 PQgetvalue(res, i, 2));
-			m->masked = lappend(m->masked, table);
-			sbx_leave_out(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-						  NULL, table);
-		}
+		table = sbx_masked_table(m, relid, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
 		table->rules = lappend(table->rules, rule);
 	}
 }
@@ -665,7 +570,7 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
  */
 SbxMasking *
 sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *patterns,
-				  int rules_encoding)
+				  List *subsets, int rules_encoding)
 {
 	SbxMasking *m = palloc0(sizeof(SbxMasking));
 	List	   *excluded_oids = NIL;
@@ -705,6 +610,9 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 
 	sbx_resolve_exclusions(m, patterns, &excluded_oids);
 	sbx_resolve_masks(m, masks, excluded_oids);
+	/* the rows subset rules keep, and the tables they reduce (subset.c) */
+	if (subsets != NIL)
+		sbx_subset_resolve(m, subsets, excluded_oids);
 	sbx_check_column_casts(m);
 	sbx_check_listed_functions(m, masks);
 	foreach(lc, m->masked)
@@ -763,6 +671,8 @@ sbx_masking_rules_of(const SbxMasking *m, Oid relid)
 
 		if (entry->relid != relid)
 			continue;
+		if (entry->masked != NULL && entry->masked->rules == NIL)
+			return pstrdup("subset rules");
 		if (entry->masked != NULL)
 			return psprintf("masking rules %s", sbx_table_targets(entry->masked));
 		return psprintf("exclude_data rule \"%s\"", entry->pattern);
@@ -868,18 +778,24 @@ sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)
 
 /* Stream one masked table from the reader into the sandbox. */
 static void
-sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbox)
+sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 {
 	PGresult   *res;
 	bool		copying = false;
 	int64		rows_bytes = 0;
 
 	sbx_check_same_table(m, table);
+	/* a reduced table: only the rows kept, which the WITH clause computes */
 	res = libpqsrv_exec_params(m->reader,
-							   psprintf("COPY (SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
-										" WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
+							   psprintf("COPY (%s SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
+										" WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid%s)"
 										" TO STDOUT",
-										table->select_list, table->sql_name, table->relid),
+										table->kept ? m->with : "",
+										table->select_list, table->sql_name, table->relid,
+										table->kept ?
+										psprintf(" AND ctid OPERATOR(pg_catalog.=) ANY"
+												 " (SELECT tid FROM %s WHERE leaf OPERATOR(pg_catalog.=) %u::pg_catalog.oid)",
+												 table->kept, table->relid) : ""),
 							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		sbx_masked_read_failed(m, table, res, false);
@@ -931,6 +847,7 @@ sbx_copy_masked_table(SbxMasking *m, const SbxMaskedTable *table, PGconn *sandbo
 	res = libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		sbx_masked_write_failed(sandbox, table, res);
+	table->rows = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
 	/* a swap during the COPY left its rows out: fail rather than be empty */
 	sbx_check_same_table(m, table);
@@ -972,8 +889,17 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 char *
 sbx_masking_summary(const SbxMasking *m)
 {
-	return psprintf("masked by %d rule%s in %d table%s, rows left out of %d table%s",
-					m->ncolumns, m->ncolumns == 1 ? "" : "s",
-					list_length(m->masked), list_length(m->masked) == 1 ? "" : "s",
-					m->nexcluded, m->nexcluded == 1 ? "" : "s");
+	int			nmasked = 0;
+	ListCell   *lc;
+	char	   *summary;
+
+	foreach(lc, m->masked)
+		nmasked += ((SbxMaskedTable *) lfirst(lc))->rules != NIL;
+	summary = psprintf("masked by %d rule%s in %d table%s, rows left out of %d table%s",
+					   m->ncolumns, m->ncolumns == 1 ? "" : "s",
+					   nmasked, nmasked == 1 ? "" : "s",
+					   m->nexcluded, m->nexcluded == 1 ? "" : "s");
+	if (m->nreduced > 0)
+		summary = psprintf("%s; %s", summary, sbx_subset_summary(m));
+	return summary;
 }

@@ -82,95 +82,11 @@ sbx_parse_target(const char *target, SbxTarget *t)
 							 quote_identifier(t->table), quote_identifier(t->column));
 }
 
-/*
- * Parse an expression as the only item of a SELECT.  A syntax error is
- * reported as the expression's, without a position in the caller's
- * statement.
- */
-static SelectStmt *
-sbx_parse_expression(const char *expression)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *volatile stmts = NIL;
-
-	PG_TRY();
-	{
-		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_SYNTAX_ERROR)
-			PG_RE_THROW();		/* out of memory, say: not the expression's */
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(edata->sqlerrcode),
-				 errmsg("masking expression is not valid SQL"),
-				 errdetail_internal("%s", edata->message)));
-	}
-	PG_END_TRY();
-	if (list_length(stmts) == 1 &&
-		IsA(((RawStmt *) linitial(stmts))->stmt, SelectStmt))
-		return (SelectStmt *) ((RawStmt *) linitial(stmts))->stmt;
-	return NULL;
-}
-
-/*
- * An expression must be one SQL expression: parsed here as the only item
- * of a SELECT, so that it cannot end the statement it is put in or add a
- * clause to it.
- */
-static void
-sbx_check_expression_syntax(const char *expression)
-{
-	SelectStmt *select;
-
-	if (expression[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("masking expression must not be empty")));
-	select = sbx_parse_expression(expression);
-	if (select == NULL || list_length(select->targetList) != 1 ||
-		IsA(((ResTarget *) linitial(select->targetList))->val, RowExpr) ||
-		select->fromClause != NIL || select->whereClause != NULL ||
-		select->groupClause != NIL || select->havingClause != NULL ||
-		select->windowClause != NIL || select->sortClause != NIL ||
-		select->limitCount != NULL || select->limitOffset != NULL ||
-		select->lockingClause != NIL || select->withClause != NULL ||
-		select->op != SETOP_NONE || select->distinctClause != NIL ||
-		select->intoClause != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("masking expression must be a single SQL expression"),
-				 errdetail("The expression was: %s", expression)));
-}
-
-/*
- * A rule of an admin who is not a superuser may use only what mask_expr.c
- * allows: it runs with the rights of the source's login.
- */
-static void
-sbx_check_rule_rights(const char *expression)
-{
-	const char *refused = sbx_mask_expression_refused(expression);
-
-	if (refused != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("masking expression uses %s, which only a superuser's rule may use",
-						refused),
-				 errdetail("A rule runs with the rights of the source's login. The rule of an administrator who is not a superuser may use the row's columns, constants, operators, casts to system types, CASE, COALESCE, NULLIF, GREATEST, LEAST and the functions pgsandbox allows."),
-				 errhint("A superuser may allow more functions in pgsandbox.mask_functions.")));
-}
-
 /* whether an expression is the NULL constant alone */
 static bool
 sbx_expression_is_null(const char *expression)
 {
-	SelectStmt *select = sbx_parse_expression(expression);
+	SelectStmt *select = sbx_parse_expression(expression, "masking expression");
 	ResTarget  *rt = linitial(select->targetList);
 
 	return IsA(rt->val, A_Const) && ((A_Const *) rt->val)->isnull;
@@ -184,18 +100,6 @@ typedef struct SbxMaskedColumn
 	char	   *category;		/* its type's category */
 	bool		notnull;
 } SbxMaskedColumn;
-
-/*
- * Begin the read-only transaction a rule is checked in, with the clone
- * reader's settings and masking key.
- */
-static void
-sbx_begin_rule_check(PGconn *conn, const char *source)
-{
-	sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", source));
-	/* as the clone's reader has it */
-	sbx_set_mask_key(conn, source, psprintf("could not read source \"%s\"", source));
-}
 
 /* A rule that is not ASCII is sent as it is: the encodings must agree. */
 static void
@@ -509,89 +413,6 @@ sbx_table_pattern_regex(const char *pattern, char **schema_re, char **table_re)
 }
 
 /*
- * In the caller's SPI connection: make sure the source exists, and lock
- * its row so that changes of its rules count up one at a time.
- */
-static void
-sbx_lock_source(const char *source)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-
-	values[0] = CStringGetTextDatum(source);
-	if (SPI_execute_with_args("SELECT 1 FROM pgsandbox.source WHERE name = $1 FOR UPDATE",
-							  1, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source \"%s\"", source);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 strlen(source) < NAMEDATALEN ?
-				 errmsg("source \"%s\" does not exist", source) :
-				 errmsg("source does not exist")));
-}
-
-/*
- * In the caller's SPI connection, after a change of the source's rules:
- * count the change, and have the worker retake at once the source's data
- * snapshots that exist, which the change made stale.
- */
-static void
-sbx_rules_changed(const char *source)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-
-	values[0] = CStringGetTextDatum(source);
-	if (SPI_execute_with_args("UPDATE pgsandbox.source SET rules_version = rules_version + 1"
-							  " WHERE name = $1", 1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not count a change of the rules of source \"%s\"", source);
-	if (SPI_execute_with_args("UPDATE pgsandbox.snapshot_plan p SET next_run_at = pg_catalog.now()"
-							  " WHERE p.source = $1 AND NOT p.schema_only"
-							  "   AND EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
-							  "                WHERE s.kind = 'snapshot' AND s.source = p.source"
-							  "                  AND NOT s.schema_only AND s.retired_at IS NULL"
-							  "                  AND s.status IN ('cloning', 'ready'))",
-							  1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark the snapshots of source \"%s\" stale", source);
-}
-
-/*
- * The room the source's rules take packed for a clone job, with one more
- * rule of the given sizes in place of the one with the same kind and
- * target; an error if that is more than a clone job holds.
- */
-static void
-sbx_check_rules_size(const char *source, const char *kind, const char *target,
-					 int more)
-{
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-	bool		isnull;
-	int64		size;
-
-	values[0] = CStringGetTextDatum(source);
-	values[1] = CStringGetTextDatum(kind);
-	values[2] = CStringGetTextDatum(target);
-	if (SPI_execute_with_args("SELECT COALESCE(pg_catalog.sum(7 + octet_length(target)"
-							  " + octet_length(COALESCE(schema_name, ''))"
-							  " + octet_length(COALESCE(table_name, ''))"
-							  " + octet_length(COALESCE(column_name, ''))"
-							  " + octet_length(COALESCE(expression, ''))), 0)::bigint"
-							  "  FROM pgsandbox.source_rule"
-							  " WHERE source = $1 AND NOT (kind = $2 AND target = $3)",
-							  3, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the rules of source \"%s\"", source);
-	size = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (size + more + 1 > SBX_RULES_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the rules of source \"%s\" would take more than %d bytes", source,
-						SBX_RULES_MAX),
-				 errdetail("All the rules of one source, targets and expressions, take at most %d bytes.",
-						   SBX_RULES_MAX)));
-}
-
-/*
  * mask(source text, target text, expression text)
  */
 Datum
@@ -612,13 +433,14 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	sbx_parse_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &t);
 	expression = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	sbx_check_expression_syntax(expression);
+	sbx_check_expression_syntax(expression, "masking expression");
 	/* before the source sees it: planning may evaluate a function */
 	if (!superuser_arg(sbx_caller()))
-		sbx_check_rule_rights(expression);
+		sbx_check_rule_rights(expression, "masking expression");
 
 	SPI_connect();
 	sbx_lock_source(source);
+	sbx_check_mask_not_in_subset(source, t.schema, t.table, t.column);
 	sbx_check_rules_size(source, "mask", t.normalized,
 						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
 						 strlen(t.column) + strlen(expression));
@@ -645,33 +467,6 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	sbx_rules_changed(source);
 	SPI_finish();
 	PG_RETURN_VOID();
-}
-
-/* Remove one rule; an error if there is none. */
-static void
-sbx_remove_rule(const char *source, const char *kind, const char *target,
-				const char *shown)
-{
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-
-	SPI_connect();
-	sbx_lock_source(source);
-	values[0] = CStringGetTextDatum(source);
-	values[1] = CStringGetTextDatum(kind);
-	values[2] = CStringGetTextDatum(target);
-	if (SPI_execute_with_args("DELETE FROM pgsandbox.source_rule"
-							  " WHERE source = $1 AND kind = $2 AND target = $3",
-							  3, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not remove a rule of source \"%s\"", source);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 strcmp(kind, "mask") == 0
-				 ? errmsg("source \"%s\" has no masking rule for \"%s\"", source, shown)
-				 : errmsg("source \"%s\" has no exclude_data rule for \"%s\"", source, shown)));
-	sbx_rules_changed(source);
-	SPI_finish();
 }
 
 /*
@@ -795,7 +590,8 @@ pgsandbox_include_data(PG_FUNCTION_ARGS)
 /*
  * In a worker transaction: pack the rules of a source for a data clone's
  * job, and its rules_version.  Each rule is its kind ('m', 'M' for a mask
- * whose author is a superuser, or 'x'), target,
+ * whose author is a superuser, 'x' for exclude_data, 's', 'S' for a subset
+ * rule likewise, 'f' for follow), target,
  * schema, table, column and expression, each ended by a NUL, the empty
  * ones too; an empty kind ends the list.  Returns whether there is a rule.
  */
@@ -817,10 +613,11 @@ sbx_read_rules(const char *source, SbxCloneJob *job)
 		job->rules_version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 1, &isnull));
 	/* a rule of an author who is a superuser now goes unchecked ('M') */
-	sbx_spi("SELECT CASE WHEN kind <> 'mask' THEN 'x'"
-			"            WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a"
-			"                          WHERE a.rolname = added_by AND a.rolsuper) THEN 'M'"
-			"            ELSE 'm' END, target,"
+	sbx_spi("SELECT CASE kind WHEN 'exclude_data' THEN 'x' WHEN 'follow' THEN 'f'"
+			"        ELSE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a"
+			"                                WHERE a.rolname = added_by AND a.rolsuper)"
+			"                  THEN pg_catalog.upper(pg_catalog.left(kind, 1))"
+			"                  ELSE pg_catalog.left(kind, 1) END END, target,"
 			" COALESCE(schema_name, ''), COALESCE(table_name, ''),"
 			" COALESCE(column_name, ''), COALESCE(expression, '')"
 			"  FROM pgsandbox.source_rule WHERE source = $1"
@@ -845,17 +642,34 @@ sbx_read_rules(const char *source, SbxCloneJob *job)
 	return SPI_processed > 0;
 }
 
+/* Whether a clone job's rules reduce its rows: it has a subset rule. */
+bool
+sbx_rules_reduce(const SbxCloneJob *job)
+{
+	const char *p = job->rules;
+
+	while (*p != '\0')
+	{
+		if (*p == 's' || *p == 'S')
+			return true;
+		for (int i = 0; i < 6; i++)
+			p += strlen(p) + 1;
+	}
+	return false;
+}
+
 /*
  * Unpack a clone job's rules: masks as SbxMaskRule, table patterns as
- * strings.
+ * strings, subset and follow rules as SbxSubsetRule.
  */
 void
-sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns)
+sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns, List **subsets)
 {
 	const char *p = job->rules;
 
 	*masks = NIL;
 	*patterns = NIL;
+	*subsets = NIL;
 	while (*p != '\0')
 	{
 		const char *field[6];
@@ -877,6 +691,21 @@ sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns)
 			rule->column = pstrdup(field[4]);
 			rule->expression = pstrdup(field[5]);
 			*masks = lappend(*masks, rule);
+		}
+		else if (field[0][0] == 's' || field[0][0] == 'S' || field[0][0] == 'f')
+		{
+			SbxSubsetRule *rule = palloc0(sizeof(SbxSubsetRule));
+
+			rule->follow = (field[0][0] == 'f');
+			rule->trusted = (field[0][0] == 'S');
+			rule->target = pstrdup(field[1]);
+			rule->schema = pstrdup(field[2]);
+			rule->table = pstrdup(field[3]);
+			if (rule->follow)
+				rule->max_rows = field[5][0] ? strtoi64(field[5], NULL, 10) : 0;
+			else
+				rule->condition = pstrdup(field[5]);
+			*subsets = lappend(*subsets, rule);
 		}
 		else
 			*patterns = lappend(*patterns, pstrdup(field[1]));

@@ -218,6 +218,30 @@ sbx_record_clone_extras(const SbxCloneSpec *spec, const SbxCloneJob *job, int64 
 				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
 				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
 	}
+	/* reduced by subset rules: a dump now, or a copy as its snapshot was */
+	sbx_record_reduced(job->sandbox_id, spec->snapshot ? spec->snapshot->id : 0,
+					   sbx_rules_reduce(job));
+}
+
+/*
+ * In a worker transaction: record whether sandbox, snapshot or save 'id'
+ * is reduced: as 'copied' is, the snapshot or sandbox it copies (0 for
+ * none), or else as 'reduced' says.
+ */
+void
+sbx_record_reduced(int64 id, int64 copied, bool reduced)
+{
+	char		idbuf[32];
+	char		copiedbuf[32];
+	const char *args[3] = {idbuf, copiedbuf, reduced ? "true" : "false"};
+
+	if (!sbx_catalog_has_reduced())
+		return;					/* before ALTER EXTENSION UPDATE */
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, id);
+	snprintf(copiedbuf, sizeof(copiedbuf), INT64_FORMAT, copied);
+	sbx_spi("UPDATE pgsandbox.sandbox s SET reduced = COALESCE("
+			"  (SELECT c.reduced FROM pgsandbox.sandbox c WHERE c.id = $2::bigint), $3::boolean)"
+			" WHERE s.id = $1::bigint", SPI_OK_UPDATE, 3, args);
 }
 
 /* The 'clone' event of a new clone: what it is made of. */

@@ -573,6 +573,8 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 		elog(ERROR, "sandbox \"%s\" is no longer being reset", job->reset_of);
 	*expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
+	/* reduced as what it copies, or as the source's rules reduce a dump now */
+	sbx_record_reduced(job->sandbox_id, job->snapshot_id, sbx_rules_reduce(job));
 	sbx_log_event(job->reset_of, "reset", actor,
 				  psprintf("to %s, in %.1f s; %d session%s ended%s%s",
 						   job->origin, seconds, ended, ended == 1 ? "" : "s",

@@ -135,6 +135,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 			" RETURNING id", SPI_OK_INSERT_RETURNING, 4, args);
 	save_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										  SPI_tuptable->tupdesc, 1, &isnull));
+	sbx_record_reduced(save_id, parent_id, false);	/* as its sandbox is */
 	args[0] = idbuf;
 	sbx_spi("UPDATE pgsandbox.sandbox SET reset_started_at = pg_catalog.now()"
 			" WHERE id = $1::bigint", SPI_OK_UPDATE, 1, args);

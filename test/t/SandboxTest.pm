@@ -339,19 +339,29 @@ sub sandbox_leftovers
 		  . " (SELECT count(*) FROM pg_roles WHERE rolname $cond)");
 }
 
-# How many sbx_ databases and roles no live (or dropping) catalog row tracks; '' if the
-# server cannot answer (it may be restarting).
+# The sandbox databases and roles that no live row of pgsandbox's catalog
+# accounts for, waiting up to 30 s for the count to reach 0: a drop marks its
+# row dropped once the database is gone, and drops the role in the worker's
+# next statement, so a role may outlive its row for a moment.  Returns the
+# last count.
 sub untracked_sandboxes
 {
 	my ($node) = @_;
-	my ($ret, $out) = $node->psql('postgres', q{
+	my $count = '';
+	wait_until(
+		sub {
+			my ($ret, $out) = $node->psql('postgres', q{
 SELECT count(*) FROM (
 	SELECT datname FROM pg_database WHERE datname LIKE 'sbx\_%'
 	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready', 'dropping')
 	UNION ALL
 	SELECT rolname FROM pg_roles WHERE rolname LIKE 'sbx\_%'
 	EXCEPT SELECT name FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready', 'dropping')) x});
-	return $ret == 0 ? $out : '';
+			$count = $ret == 0 ? $out : '';
+			return $count eq '0';
+		},
+		30);
+	return $count;
 }
 
 # A source database whose restore is slow and steady: each row copied into

@@ -1,4 +1,4 @@
-/* pgsandbox--0.9.sql: catalog, views and functions of pgsandbox */
+/* pgsandbox--0.10.sql: catalog, views and functions of pgsandbox */
 
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
@@ -126,7 +126,9 @@ CREATE TABLE pgsandbox.sandbox (
 	reset_role	oid,
 	-- when a drop began: a row 'dropping' is no longer live, and the
 	-- worker finishes its drop whatever blocked or interrupted it
-	drop_started_at timestamptz
+	drop_started_at timestamptz,
+	-- whether subset rules reduced its rows
+	reduced		boolean NOT NULL DEFAULT false
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -246,7 +248,7 @@ CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
 		   s.dropped_at, s.size_bytes, s.error, s.method, s.data_as_of,
 		   s.masked, s.protected_until, s.idle_timeout, s.last_used_at,
-		   s.read_only_at
+		   s.read_only_at, s.reduced
 	  FROM pgsandbox.sandbox s
 	 WHERE s.kind = 'sandbox'
 	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
@@ -793,11 +795,15 @@ TO pgsandbox_admin;
 /* masking: rules per source, applied where the source's rows are read */
 
 -- What a data clone of a source copies otherwise than as it is: a column
--- masked by an expression, or a table whose rows are left out.  Written by
--- admins' calls of mask(), unmask(), exclude_data() and include_data().
+-- masked by an expression, a table whose rows are left out, a table whose
+-- rows are reduced to those a condition keeps (subset: the condition, or a
+-- share such as '1%', in expression), or a table whose rows referring to
+-- kept rows are kept (follow: the most rows, if any, in expression).
+-- Written by admins' calls of mask(), unmask(), exclude_data(),
+-- include_data(), subset(), unsubset(), follow() and unfollow().
 CREATE TABLE pgsandbox.source_rule (
 	source		text NOT NULL REFERENCES pgsandbox.source ON DELETE CASCADE,
-	kind		text NOT NULL CHECK (kind IN ('mask', 'exclude_data')),
+	kind		text NOT NULL CHECK (kind IN ('mask', 'exclude_data', 'subset', 'follow')),
 	-- schema.table.column, each part quoted where needed, or a table pattern
 	target		text NOT NULL,
 	schema_name	text,
@@ -856,6 +862,38 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.include_data(text, text) IS
 	'Remove a pattern that exclude_data() set';
 
+CREATE FUNCTION pgsandbox.subset(source text, target text, condition text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_subset'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.subset(text, text, text) IS
+	'Have data clones of a source keep only the rows of a table (schema.table) that a condition over its row holds for, or a share of them (''1%''), with every row they need';
+
+CREATE FUNCTION pgsandbox.unsubset(source text, target text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unsubset'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unsubset(text, text) IS
+	'Remove a subset rule of a source';
+
+CREATE FUNCTION pgsandbox.follow(source text, target text, max_rows bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_follow'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.follow(text, text, bigint) IS
+	'Have reduced data clones of a source keep the rows of a table (schema.table) that refer to kept rows, at most max_rows of them';
+
+CREATE FUNCTION pgsandbox.unfollow(source text, target text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unfollow'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unfollow(text, text) IS
+	'Remove a follow rule of a source';
+
 CREATE FUNCTION pgsandbox.suggest_masks(source text)
 RETURNS TABLE(target text, reason text, expression text)
 AS 'MODULE_PATHNAME', 'pgsandbox_suggest_masks'
@@ -869,6 +907,10 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.unmask(text, text),
 	pgsandbox.exclude_data(text, text),
 	pgsandbox.include_data(text, text),
+	pgsandbox.subset(text, text, text),
+	pgsandbox.unsubset(text, text),
+	pgsandbox.follow(text, text, bigint),
+	pgsandbox.unfollow(text, text),
 	pgsandbox.suggest_masks(text)
 FROM PUBLIC;
 
@@ -877,6 +919,10 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.unmask(text, text),
 	pgsandbox.exclude_data(text, text),
 	pgsandbox.include_data(text, text),
+	pgsandbox.subset(text, text, text),
+	pgsandbox.unsubset(text, text),
+	pgsandbox.follow(text, text, bigint),
+	pgsandbox.unfollow(text, text),
 	pgsandbox.suggest_masks(text)
 TO pgsandbox_admin;
 

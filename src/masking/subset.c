@@ -1,0 +1,742 @@
+/*-------------------------------------------------------------------------
+ *
+ * subset.c
+ *	  The rows a reduced data clone keeps: the rows subset rules choose,
+ *	  closed over the source's foreign keys so that every key holds in the
+ *	  sandbox.
+ *
+ * Run by the clone worker's reader, in the snapshot that pg_dump then
+ * dumps, after the masking rules are resolved (masking.c).  The source's
+ * tables are sorted by how foreign keys tie them to the tables with a
+ * subset rule (the seeds):
+ *
+ * - kept: the seeds, the tables with a follow rule, and every table a kept
+ *   table refers to, transitively ("up").  Their rows are one closure,
+ *   computed by a recursive query from the rows the seeds' conditions
+ *   choose: each kept row brings the rows it refers to, and each kept row
+ *   of a table a follow rule names is brought by the kept row it refers to
+ *   ("follow"), at most max_rows of them.
+ * - down: a table that refers to a kept or down table, and is neither.  It
+ *   keeps the rows whose every reference into those tables is NULL or to a
+ *   kept row.  A down table that refers to itself by one key keeps the
+ *   rows reached from its roots; one in a cycle of down tables, or with
+ *   several keys into itself, keeps no row (and the event says so).
+ * - excluded: a table exclude_data() leaves empty; a down table keeps no row
+ *   that refers to it.  A kept row may not refer to it: that is an error.
+ * - whole: every other table, copied as it is (no key ties it to a reduced
+ *   table, so no key can break).
+ *
+ * Rows are named by (tableoid, ctid), which the reader's repeatable-read
+ * transaction keeps stable: every reduced table is locked against the
+ * rewrites that would move them.  Each reduced table is left out of
+ * pg_dump's archive and filled by the reader's COPY of its kept rows,
+ * between the restore's data and post-data sections, where the foreign
+ * keys are created and checked.  Every COPY carries the same WITH clause,
+ * so each computes the closure anew in the same snapshot.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "libpq-fe.h"
+#include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_masking.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+
+typedef enum SbxNodeClass
+{
+	SBX_NODE_WHOLE,
+	SBX_NODE_KEPT,
+	SBX_NODE_DOWN,
+	SBX_NODE_EXCLUDED
+} SbxNodeClass;
+
+/* a table of the source, as the foreign keys see it */
+typedef struct SbxNode
+{
+	Oid			relid;			/* the hash key */
+	char	   *schema;
+	char	   *table;
+	char	   *from;			/* what FROM names it by: ONLY for a table */
+	bool		partitioned;
+	bool		extension;		/* an extension's: never reduced */
+	SbxNodeClass cls;
+	const SbxSubsetRule *seed;	/* its subset rule, if any */
+	const SbxSubsetRule *follow;	/* its follow rule, if any */
+	char	   *pkey;			/* its primary key's columns, or NULL */
+	List	   *out;			/* SbxKey from it */
+	bool		ordered;		/* down: its CTE is written */
+	bool		keeps_none;		/* down: in a cycle, keeps no row */
+} SbxNode;
+
+/* a foreign key, declared on a table or a partitioned table */
+typedef struct SbxKey
+{
+	char	   *name;
+	SbxNode    *from;
+	SbxNode    *to;
+	List	   *cols;			/* of 'from', quoted */
+	List	   *refcols;		/* of 'to', quoted */
+	List	   *ops;			/* to's column OPERATOR from's column */
+} SbxKey;
+
+static SbxNode *
+sbx_node(HTAB *nodes, Oid relid)
+{
+	return hash_search(nodes, &relid, HASH_FIND, NULL);
+}
+
+/* The source's tables that may hold rows, by OID. */
+static HTAB *
+sbx_read_nodes(SbxMasking *m, List *excluded_oids)
+{
+	HASHCTL		ctl;
+	HTAB	   *nodes;
+	PGresult   *res;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(SbxNode);
+	ctl.hcxt = CurrentMemoryContext;
+	nodes = hash_create("pgsandbox subset tables", 256, &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	res = sbx_reader_exec(m,
+						  "SELECT c.oid, n.nspname, c.relname, c.relkind = 'p',"
+						  "       EXISTS (SELECT 1 FROM pg_catalog.pg_depend d"
+						  "                WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+						  "                  AND d.objid = c.oid AND d.deptype = 'e'),"
+						  "       (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', '"
+						  "                                     ORDER BY pg_catalog.array_position(i.indkey::pg_catalog.int2[], a.attnum))"
+						  "          FROM pg_catalog.pg_index i"
+						  "          JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid"
+						  "                                        AND a.attnum = ANY (i.indkey)"
+						  "         WHERE i.indrelid = c.oid AND i.indisprimary)"
+						  "  FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  " WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition"
+						  "   AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'",
+						  0, NULL, PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		Oid			relid = atooid(PQgetvalue(res, i, 0));
+		SbxNode    *node = hash_search(nodes, &relid, HASH_ENTER, NULL);
+		char	   *sql_name = sbx_remote_quote_qualified(PQgetvalue(res, i, 1),
+														  PQgetvalue(res, i, 2));
+
+		node->schema = pstrdup(PQgetvalue(res, i, 1));
+		node->table = pstrdup(PQgetvalue(res, i, 2));
+		node->partitioned = PQgetvalue(res, i, 3)[0] == 't';
+		node->from = node->partitioned ? sql_name : psprintf("ONLY %s", sql_name);
+		node->extension = PQgetvalue(res, i, 4)[0] == 't';
+		node->pkey = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
+		node->cls = list_member_oid(excluded_oids, relid) ? SBX_NODE_EXCLUDED : SBX_NODE_WHOLE;
+		node->seed = node->follow = NULL;
+		node->out = NIL;
+		node->ordered = node->keeps_none = false;
+	}
+	PQclear(res);
+	return nodes;
+}
+
+/*
+ * The foreign keys between those tables, one row per column.  A key
+ * declared on a partition alone ties no table here and is refused if it
+ * touches a reduced one (sbx_check_partition_keys).
+ */
+static void
+sbx_read_keys(SbxMasking *m, HTAB *nodes)
+{
+	PGresult   *res;
+	Oid			last = InvalidOid;
+	SbxKey	   *key = NULL;
+
+	res = sbx_reader_exec(m,
+						  "SELECT k.oid, k.conname, k.conrelid, k.confrelid,"
+						  "       pg_catalog.quote_ident(a.attname), pg_catalog.quote_ident(b.attname),"
+						  "       pg_catalog.format('OPERATOR(%I.%s)', on_.nspname, o.oprname)"
+						  "  FROM pg_catalog.pg_constraint k,"
+						  "       LATERAL ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey),"
+						  "                          pg_catalog.unnest(k.conpfeqop))"
+						  "               WITH ORDINALITY u(c, f, op, i)"
+						  "  JOIN pg_catalog.pg_attribute a ON a.attnum = u.c"
+						  "  JOIN pg_catalog.pg_attribute b ON b.attnum = u.f"
+						  "  JOIN pg_catalog.pg_operator o ON o.oid = u.op"
+						  "  JOIN pg_catalog.pg_namespace on_ ON on_.oid = o.oprnamespace"
+						  " WHERE k.contype = 'f' AND a.attrelid = k.conrelid AND b.attrelid = k.confrelid"
+						  " ORDER BY k.oid, u.i",
+						  0, NULL, PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		Oid			oid = atooid(PQgetvalue(res, i, 0));
+
+		if (oid != last)
+		{
+			SbxNode    *from = sbx_node(nodes, atooid(PQgetvalue(res, i, 2)));
+			SbxNode    *to = sbx_node(nodes, atooid(PQgetvalue(res, i, 3)));
+
+			last = oid;
+			key = NULL;
+			/* a key of a partition: the partitioned table's key covers it */
+			if (from == NULL || to == NULL)
+				continue;
+			key = palloc0(sizeof(SbxKey));
+			key->name = pstrdup(PQgetvalue(res, i, 1));
+			key->from = from;
+			key->to = to;
+			from->out = lappend(from->out, key);
+		}
+		if (key == NULL)
+			continue;
+		key->cols = lappend(key->cols, pstrdup(PQgetvalue(res, i, 4)));
+		key->refcols = lappend(key->refcols, pstrdup(PQgetvalue(res, i, 5)));
+		key->ops = lappend(key->ops, pstrdup(PQgetvalue(res, i, 6)));
+	}
+	PQclear(res);
+}
+
+/* The table a rule names, which must still be one of those above. */
+static SbxNode *
+sbx_rule_node(SbxMasking *m, HTAB *nodes, const SbxSubsetRule *rule)
+{
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		if (strcmp(node->schema, rule->schema) == 0 && strcmp(node->table, rule->table) == 0)
+		{
+			hash_seq_term(&seq);
+			return node;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("%s rule \"%s\" of source \"%s\" names a table the source no longer has",
+					rule->follow ? "follow" : "subset", rule->target, m->source),
+			 errhint("Remove the rule with %s(), or set it again.",
+					 rule->follow ? "unfollow" : "unsubset")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * A subset condition, checked again as when it was set: within what its
+ * author may use, and naming no masked column.
+ */
+static void
+sbx_check_condition(SbxMasking *m, const SbxSubsetRule *rule)
+{
+	ListCell   *lc;
+
+	if (sbx_subset_share(rule->condition) >= 0)
+		return;
+	if (!rule->trusted)
+		sbx_check_rule_rights(rule->condition, "subset condition");
+	foreach(lc, m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+		ListCell   *lr;
+
+		foreach(lr, table->rules)
+		{
+			SbxMaskRule *mask = lfirst(lr);
+			ListCell   *lcol;
+
+			if (strcmp(mask->schema, rule->schema) != 0 || strcmp(mask->table, rule->table) != 0)
+				continue;
+			foreach(lcol, sbx_condition_columns(rule->condition))
+			{
+				if (strcmp(lfirst(lcol), mask->column) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("subset condition of \"%s\" of source \"%s\" names masked column \"%s\"",
+									rule->target, m->source, mask->column),
+							 errdetail("The rows a condition keeps would tell the values of a masked column."),
+							 errhint("Remove one of the two rules.")));
+			}
+		}
+	}
+}
+
+/*
+ * Sort the tables: the seeds and followed tables are kept, and every table
+ * a kept table refers to; then the tables that refer to reduced ones go
+ * down.  Returns whether there is a seed.
+ */
+static bool
+sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
+{
+	List	   *queue = NIL;
+	bool		seeded = false;
+	bool		changed = true;
+	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	foreach(lc, subsets)
+	{
+		SbxSubsetRule *rule = lfirst(lc);
+
+		node = sbx_rule_node(m, nodes, rule);
+		if (node->cls == SBX_NODE_EXCLUDED)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("table \"%s\" of source \"%s\" has a %s rule, and exclude_data leaves its rows out",
+							rule->target, m->source, rule->follow ? "follow" : "subset"),
+					 errhint("Remove one of the two rules.")));
+		if (rule->follow)
+			node->follow = rule;
+		else
+		{
+			sbx_check_condition(m, rule);
+			node->seed = rule;
+			seeded = true;
+		}
+		if (node->cls != SBX_NODE_KEPT)
+			queue = lappend(queue, node);
+		node->cls = SBX_NODE_KEPT;
+	}
+	if (!seeded)
+		return false;
+
+	/* up: what kept rows refer to is kept */
+	while (queue != NIL)
+	{
+		node = linitial(queue);
+		queue = list_delete_first(queue);
+		foreach(lc, node->out)
+		{
+			SbxKey	   *key = lfirst(lc);
+
+			if (key->to->cls == SBX_NODE_EXCLUDED)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("rows kept of table %s of source \"%s\" refer to table %s, whose rows exclude_data leaves out",
+								quote_qualified_identifier(node->schema, node->table), m->source,
+								quote_qualified_identifier(key->to->schema, key->to->table)),
+						 errdetail("Foreign key \"%s\" would not hold.", key->name),
+						 errhint("Remove the exclude_data rule, or the subset or follow rule.")));
+			/* an extension's rows are copied as it keeps them, all of them */
+			if (key->to->cls == SBX_NODE_WHOLE && !key->to->extension)
+			{
+				key->to->cls = SBX_NODE_KEPT;
+				queue = lappend(queue, key->to);
+			}
+		}
+	}
+
+	/* down: what refers to reduced tables is reduced */
+	while (changed)
+	{
+		changed = false;
+		hash_seq_init(&seq, nodes);
+		while ((node = hash_seq_search(&seq)) != NULL)
+		{
+			if (node->cls != SBX_NODE_WHOLE || node->extension)
+				continue;
+			foreach(lc, node->out)
+			{
+				if (((SbxKey *) lfirst(lc))->to->cls != SBX_NODE_WHOLE)
+				{
+					node->cls = SBX_NODE_DOWN;
+					changed = true;
+					break;
+				}
+			}
+		}
+	}
+	return true;
+}
+
+/* "b.r1 OPERATOR(...) a.c1 AND ..." for key k, b its table, a the referrer */
+static char *
+sbx_key_match(const SbxKey *key, const char *b, const char *a)
+{
+	StringInfoData buf;
+	ListCell   *lc1,
+			   *lc2,
+			   *lc3;
+
+	initStringInfo(&buf);
+	forthree(lc1, key->cols, lc2, key->refcols, lc3, key->ops)
+		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len > 0 ? " AND " : "",
+						 b, (char *) lfirst(lc2), (char *) lfirst(lc3), a, (char *) lfirst(lc1));
+	return buf.data;
+}
+
+/* "a.c1 IS NULL OR a.c2 IS NULL" for key k: a row that refers to nothing */
+static char *
+sbx_key_null(const SbxKey *key, const char *a)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, key->cols)
+		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len > 0 ? " OR " : "", a, (char *) lfirst(lc));
+	return buf.data;
+}
+
+/* The rows a seed's rule chooses, as rows of the closure. */
+static char *
+sbx_seed_rows(const SbxNode *node)
+{
+	int64		share = sbx_subset_share(node->seed->condition);
+	char	   *where;
+
+	if (share < 0)
+		where = psprintf(SBX_MASK_EXPR_FORMAT, node->seed->condition);
+	else
+	{
+		/* a stable choice: the same rows for the same keys, whatever the order */
+		where = psprintf("(('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(%s::pg_catalog.text), 1, 8))"
+						 "::pg_catalog.bit(32)::pg_catalog.int8 OPERATOR(pg_catalog.%%) 1000000)"
+						 " OPERATOR(pg_catalog.<) " INT64_FORMAT,
+						 node->pkey ? psprintf("ROW(%s)", node->pkey) : sbx_remote_quote_ident(node->table),
+						 share);
+	}
+	return psprintf("SELECT %u::pg_catalog.oid, tableoid, ctid, false FROM %s WHERE %s",
+					node->relid, node->from, where);
+}
+
+/*
+ * The WITH clause's closure of the kept tables: the seeds' rows, and one
+ * step of the recursion for each key between kept tables (up) and for each
+ * key from a followed table into a kept one (follow).
+ */
+static void
+sbx_write_closure(StringInfo with, HTAB *nodes)
+{
+	StringInfoData base;
+	StringInfoData steps;
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	initStringInfo(&base);
+	initStringInfo(&steps);
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		ListCell   *lc;
+
+		if (node->cls != SBX_NODE_KEPT)
+			continue;
+		if (node->seed)
+			appendStringInfo(&base, "%s%s", base.len > 0 ? " UNION " : "", sbx_seed_rows(node));
+		foreach(lc, node->out)
+		{
+			SbxKey	   *key = lfirst(lc);
+
+			if (key->to->cls != SBX_NODE_KEPT)
+				continue;
+			appendStringInfo(&steps, "%sSELECT %u::pg_catalog.oid, b.tableoid, b.ctid, false"
+							 " FROM %s a JOIN %s b ON %s"
+							 " WHERE k.node = %u AND a.tableoid = k.leaf AND a.ctid = k.tid",
+							 steps.len > 0 ? " UNION ALL " : "", key->to->relid,
+							 node->from, key->to->from, sbx_key_match(key, "b", "a"), node->relid);
+			if (node->follow)
+				appendStringInfo(&steps, " UNION ALL SELECT %u::pg_catalog.oid, a.tableoid, a.ctid, true"
+								 " FROM %s b JOIN %s a ON %s"
+								 " WHERE k.node = %u AND b.tableoid = k.leaf AND b.ctid = k.tid",
+								 node->relid, key->to->from, node->from,
+								 sbx_key_match(key, "b", "a"), key->to->relid);
+		}
+	}
+	appendStringInfo(with, "WITH RECURSIVE sbx_kept(node, leaf, tid, followed) AS (%s", base.data);
+	if (steps.len > 0)
+		appendStringInfo(with, " UNION SELECT s.* FROM sbx_kept k CROSS JOIN LATERAL (%s) s",
+						 steps.data);
+	appendStringInfoString(with, ")");
+
+	/* each kept table's rows; a followed table's beyond its bound are not */
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		if (node->cls != SBX_NODE_KEPT)
+			continue;
+		if (node->follow && node->follow->max_rows > 0)
+			appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS ("
+							 "SELECT leaf, tid FROM sbx_kept WHERE node = %u AND NOT followed"
+							 " UNION SELECT leaf, tid FROM (SELECT DISTINCT leaf, tid FROM sbx_kept"
+							 " WHERE node = %u AND followed ORDER BY leaf, tid LIMIT " INT64_FORMAT ") f)",
+							 node->relid, node->relid, node->relid, node->follow->max_rows);
+		else
+			appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS (SELECT DISTINCT leaf, tid FROM sbx_kept"
+							 " WHERE node = %u)", node->relid, node->relid);
+	}
+}
+
+/* A down table's condition on its keys into other reduced tables. */
+static char *
+sbx_down_condition(const SbxNode *node)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, node->keeps_none ? "false" : "true");
+	foreach(lc, node->out)
+	{
+		SbxKey	   *key = lfirst(lc);
+
+		if (key->to == node || key->to->cls == SBX_NODE_WHOLE)
+			continue;
+		if (key->to->cls == SBX_NODE_EXCLUDED)
+			appendStringInfo(&buf, " AND (%s)", sbx_key_null(key, "x"));
+		else
+			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
+							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u)))",
+							 sbx_key_null(key, "x"), key->to->from,
+							 sbx_key_match(key, "p", "x"), key->to->relid);
+	}
+	return buf.data;
+}
+
+/*
+ * Whether down table 'node' can be written now: every down table it
+ * refers to, but itself, is.
+ */
+static bool
+sbx_down_ready(const SbxNode *node)
+{
+	ListCell   *lc;
+
+	foreach(lc, node->out)
+	{
+		SbxKey	   *key = lfirst(lc);
+
+		if (key->to != node && key->to->cls == SBX_NODE_DOWN && !key->to->ordered)
+			return false;
+	}
+	return true;
+}
+
+/* Write one down table's CTE: recursive over its one key into itself. */
+static void
+sbx_write_down(SbxMasking *m, StringInfo with, SbxNode *node)
+{
+	SbxKey	   *self = NULL;
+	int			nself = 0;
+	ListCell   *lc;
+	char	   *cond;
+
+	foreach(lc, node->out)
+	{
+		if (((SbxKey *) lfirst(lc))->to == node)
+		{
+			self = lfirst(lc);
+			nself++;
+		}
+	}
+	if (nself > 1 && !node->keeps_none)
+	{
+		node->keeps_none = true;
+		m->notes = lappend(m->notes,
+						   psprintf("%s keeps no row (several keys into itself)",
+									quote_qualified_identifier(node->schema, node->table)));
+	}
+	cond = sbx_down_condition(node);
+	if (self == NULL || node->keeps_none)
+		appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS (SELECT x.tableoid, x.ctid FROM %s x WHERE %s)",
+						 node->relid, node->from, cond);
+	else
+		appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS ("
+						 "SELECT x.tableoid, x.ctid FROM %s x WHERE %s AND (%s)"
+						 " UNION SELECT x.tableoid, x.ctid FROM sbx_k_%u r"
+						 " JOIN %s p ON p.tableoid = r.leaf AND p.ctid = r.tid"
+						 " JOIN %s x ON %s WHERE %s)",
+						 node->relid, node->from, cond, sbx_key_null(self, "x"),
+						 node->relid, node->from, node->from,
+						 sbx_key_match(self, "p", "x"), cond);
+	node->ordered = true;
+}
+
+/* A down table in a cycle, found by walking from 'node' along what it waits for. */
+static SbxNode *
+sbx_down_in_cycle(SbxNode *node)
+{
+	List	   *walked = NIL;
+
+	while (!list_member_ptr(walked, node))
+	{
+		ListCell   *lc;
+
+		walked = lappend(walked, node);
+		foreach(lc, node->out)
+		{
+			SbxKey	   *key = lfirst(lc);
+
+			if (key->to != node && key->to->cls == SBX_NODE_DOWN && !key->to->ordered)
+			{
+				node = key->to;
+				break;
+			}
+		}
+	}
+	list_free(walked);
+	return node;
+}
+
+/*
+ * The down tables' CTEs, each after those it refers to.  Tables in a cycle
+ * of down tables keep no row: whatever refers to them then waits for none.
+ */
+static void
+sbx_write_down_tables(SbxMasking *m, StringInfo with, HTAB *nodes)
+{
+	for (;;)
+	{
+		HASH_SEQ_STATUS seq;
+		SbxNode    *node;
+		bool		progress = false;
+		bool		left = false;
+
+		hash_seq_init(&seq, nodes);
+		while ((node = hash_seq_search(&seq)) != NULL)
+		{
+			if (node->cls != SBX_NODE_DOWN || node->ordered)
+				continue;
+			if (sbx_down_ready(node))
+			{
+				sbx_write_down(m, with, node);
+				progress = true;
+			}
+			else
+				left = true;
+		}
+		if (!left)
+			return;
+		if (progress)
+			continue;
+		/*
+		 * Every table left waits for another: walk from one along what it
+		 * waits for until a table comes back, which is in a cycle.  It keeps
+		 * no row, and the rest can follow.
+		 */
+		hash_seq_init(&seq, nodes);
+		while ((node = hash_seq_search(&seq)) != NULL)
+		{
+			if (node->cls == SBX_NODE_DOWN && !node->ordered)
+			{
+				hash_seq_term(&seq);
+				break;
+			}
+		}
+		node = sbx_down_in_cycle(node);
+		node->keeps_none = true;
+		m->notes = lappend(m->notes,
+						   psprintf("%s keeps no row (in a cycle of keys that no rule reaches)",
+									quote_qualified_identifier(node->schema, node->table)));
+		/* written with no condition on the others, which may then follow */
+		appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS (SELECT x.tableoid, x.ctid FROM %s x WHERE false)",
+						 node->relid, node->from);
+		node->ordered = true;
+	}
+}
+
+/*
+ * The reduced tables' leaves: the table itself, or a partitioned table's
+ * partitions, each copied by the reader with the rows its CTE keeps.  Each
+ * is locked, so that no rewrite moves its rows during the clone.
+ */
+static void
+sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
+{
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+	StringInfoData lock;
+
+	initStringInfo(&lock);
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		char		relid[16];
+		const char *params[1] = {relid};
+		PGresult   *res;
+
+		if (node->cls != SBX_NODE_KEPT && node->cls != SBX_NODE_DOWN)
+			continue;
+		appendStringInfo(&lock, "%s%s", lock.len > 0 ? ", " : "LOCK TABLE ",
+						 sbx_remote_quote_qualified(node->schema, node->table));
+		snprintf(relid, sizeof(relid), "%u", node->relid);
+		res = sbx_reader_exec(m,
+							  "WITH RECURSIVE tree(relid) AS ("
+							  "  VALUES ($1::pg_catalog.oid)"
+							  "  UNION"
+							  "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i"
+							  "    JOIN tree ON i.inhparent = tree.relid)"
+							  " SELECT c.oid, n.nspname, c.relname, c.reltuples FROM tree"
+							  "   JOIN pg_catalog.pg_class c ON c.oid = tree.relid"
+							  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  "  WHERE c.relkind = 'r'"
+							  "    AND (c.oid = $1::pg_catalog.oid OR c.relispartition)",
+							  1, params, PGRES_TUPLES_OK);
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			SbxMaskedTable *table = sbx_masked_table(m, atooid(PQgetvalue(res, i, 0)),
+													 PQgetvalue(res, i, 1),
+													 PQgetvalue(res, i, 2));
+
+			table->kept = psprintf("sbx_k_%u", node->relid);
+			table->estimate = strtod(PQgetvalue(res, i, 3), NULL);
+			m->nreduced++;
+		}
+		PQclear(res);
+	}
+	if (lock.len > 0)
+	{
+		appendStringInfoString(&lock, " IN ACCESS SHARE MODE");
+		PQclear(sbx_reader_exec(m, lock.data, 0, NULL, PGRES_COMMAND_OK));
+	}
+}
+
+/*
+ * Resolve the subset rules in the reader's snapshot: sort the source's
+ * tables, write the WITH clause that computes the kept rows, and have the
+ * reader copy every reduced table.  Without a subset rule (follow rules
+ * alone), nothing is reduced.
+ */
+void
+sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
+{
+	HTAB	   *nodes = sbx_read_nodes(m, excluded_oids);
+	StringInfoData with;
+
+	sbx_read_keys(m, nodes);
+	if (!sbx_classify(m, nodes, subsets))
+		return;
+	initStringInfo(&with);
+	sbx_write_closure(&with, nodes);
+	sbx_write_down_tables(m, &with, nodes);
+	m->with = with.data;
+	sbx_add_reduced_leaves(m, nodes);
+	hash_destroy(nodes);
+}
+
+/* What the subset did, for the 'ready' event: rows kept of each table. */
+char *
+sbx_subset_summary(const SbxMasking *m)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "reduced %d table%s (rows kept of the source's estimate):",
+					 m->nreduced, m->nreduced == 1 ? "" : "s");
+	foreach(lc, m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+
+		if (table->kept)
+			appendStringInfo(&buf, "%s %s " INT64_FORMAT " of ~%.0f", first ? "" : ",",
+							 table->qualified, table->rows, Max(table->estimate, 0));
+		first &= table->kept == NULL;
+	}
+	foreach(lc, m->notes)
+		appendStringInfo(&buf, "; %s", (char *) lfirst(lc));
+	return buf.data;
+}

@@ -1,0 +1,449 @@
+/*-------------------------------------------------------------------------
+ *
+ * subset_rules.c
+ *	  A source's subset rules: the SQL functions that set and remove them
+ *	  (subset, unsubset, follow, unfollow), their checks against the source,
+ *	  and the columns a subset condition names.
+ *
+ * A subset rule names a table as schema.table and gives either a condition
+ * over the row's own columns (an SQL expression a WHERE clause takes) or a
+ * share of its rows ('1%', '0.5%'), chosen by a hash of the primary key so
+ * that two clones of the same source state keep the same rows.  A follow
+ * rule names a table whose rows that refer to kept rows are kept too, at
+ * most max_rows of them.  subset.c computes, at each data clone, the rows
+ * these rules and the source's foreign keys keep.
+ *
+ * A condition is checked as a masking expression is (rules.c): one SQL
+ * expression, within what an admin who is not a superuser may use, planned
+ * against the table on the source without reading a row.  It may not name
+ * a masked column, since the rows kept would tell its values; mask() in
+ * turn refuses a column that a condition names.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "sbx_masking.h"
+#include "sbx_roles.h"
+#include "sbx_shmem.h"
+#include "utils/builtins.h"
+#include "utils/varlena.h"
+
+PG_FUNCTION_INFO_V1(pgsandbox_subset);
+PG_FUNCTION_INFO_V1(pgsandbox_unsubset);
+PG_FUNCTION_INFO_V1(pgsandbox_follow);
+PG_FUNCTION_INFO_V1(pgsandbox_unfollow);
+
+#define SBX_SUBSET_CONDITION	"subset condition"
+
+/* A subset or follow rule's target, schema.table, parsed. */
+static void
+sbx_parse_table_target(const char *target, char **schema, char **table,
+					   char **normalized)
+{
+	char	   *copy = pstrdup(target);
+	List	   *parts;
+
+	if (!SplitIdentifierString(copy, '.', &parts) || list_length(parts) != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid table \"%s\"", target),
+				 errdetail("A table is schema.table, each part quoted as in SQL where needed.")));
+	*schema = pstrdup(linitial(parts));
+	*table = pstrdup(lsecond(parts));
+	*normalized = quote_qualified_identifier(*schema, *table);
+}
+
+/*
+ * If 'condition' is a share of rows (it ends with '%': '1%', '0.25%'), that
+ * share in millionths of the rows (10000 for 1%), or -2 if it is not a
+ * valid one: a share is more than 0 and at most 100%, with at most four
+ * decimals.  -1 for a condition.
+ */
+int64
+sbx_subset_share(const char *condition)
+{
+	const char *p = condition + strspn(condition, " ");
+	const char *end = condition + strlen(condition);
+	int64		whole = 0;
+	int64		frac = 0;
+	int			decimals = 0;
+
+	while (end > p && end[-1] == ' ')
+		end--;
+	if (end == p || end[-1] != '%')
+		return -1;
+	end--;
+	while (end > p && end[-1] == ' ')
+		end--;
+	if (p == end || !isdigit((unsigned char) *p))
+		return -2;
+	while (p < end && isdigit((unsigned char) *p))
+	{
+		whole = whole * 10 + (*p++ - '0');
+		if (whole > 100)
+			return -2;
+	}
+	if (p < end && *p == '.')
+	{
+		p++;
+		while (p < end && isdigit((unsigned char) *p))
+		{
+			if (++decimals > 4)
+				return -2;
+			frac = frac * 10 + (*p++ - '0');
+		}
+		if (decimals == 0)
+			return -2;
+	}
+	if (p != end)
+		return -2;
+	for (; decimals < 4; decimals++)
+		frac *= 10;
+	if ((whole == 100 && frac > 0) || (whole == 0 && frac == 0))
+		return -2;
+	return whole * 10000 + frac;
+}
+
+/* the column names a raw expression tree refers to */
+static bool
+sbx_column_refs_walker(Node *node, List **names)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+	{
+		ColumnRef  *ref = (ColumnRef *) node;
+		Node	   *last = llast(ref->fields);
+
+		if (IsA(last, String))
+			*names = lappend(*names, strVal(last));
+		return false;
+	}
+	return raw_expression_tree_walker(node, sbx_column_refs_walker, (void *) names);
+}
+
+/* The names of the columns a condition refers to (unqualified). */
+List *
+sbx_condition_columns(const char *condition)
+{
+	SelectStmt *select = sbx_parse_expression(condition, SBX_SUBSET_CONDITION);
+	List	   *names = NIL;
+
+	(void) sbx_column_refs_walker(((ResTarget *) linitial(select->targetList))->val, &names);
+	return names;
+}
+
+/*
+ * In the caller's SPI connection: a masked column of schema.table that the
+ * condition names, or NULL.
+ */
+static char *
+sbx_condition_masked_column(const char *source, const char *schema, const char *table,
+							const char *condition)
+{
+	List	   *columns = sbx_condition_columns(condition);
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	ListCell   *lc;
+
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+	if (SPI_execute_with_args("SELECT column_name FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = 'mask'"
+							  "   AND schema_name = $2 AND table_name = $3",
+							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the rules of source \"%s\"", source);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *masked = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		foreach(lc, columns)
+		{
+			if (strcmp(lfirst(lc), masked) == 0)
+				return masked;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * In the caller's SPI connection, for mask(): refuse to mask a column that
+ * a subset condition of the same table names.
+ */
+void
+sbx_check_mask_not_in_subset(const char *source, const char *schema, const char *table,
+							 const char *column)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(schema);
+	values[2] = CStringGetTextDatum(table);
+	if (SPI_execute_with_args("SELECT target, expression FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = 'subset'"
+							  "   AND schema_name = $2 AND table_name = $3",
+							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the rules of source \"%s\"", source);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *target = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *condition = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		ListCell   *lc;
+
+		if (sbx_subset_share(condition) >= 0)
+			continue;
+		foreach(lc, sbx_condition_columns(condition))
+		{
+			if (strcmp(lfirst(lc), column) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("cannot mask column \"%s\": the subset condition of table %s names it",
+								column, target),
+						 errdetail("The rows a condition keeps would tell the values of a masked column."),
+						 errhint("Remove the subset rule with unsubset() first.")));
+		}
+	}
+}
+
+/*
+ * The table of a subset or follow rule in the source: it must exist, hold
+ * rows, be no partition (the rule names its partitioned table) and no
+ * extension's.  A condition must plan against it as a WHERE clause,
+ * reading no row.
+ */
+static void
+sbx_check_subset_on_source(const char *source, const char *schema, const char *table,
+						   const char *condition)
+{
+	PGconn	   *conn = sbx_source_connect(source);
+
+	PG_TRY();
+	{
+		const char *params[2] = {schema, table};
+		char	   *qualified = quote_qualified_identifier(schema, table);
+		PGresult   *res;
+
+		sbx_begin_rule_check(conn, source);
+		res = sbx_remote_exec(conn,
+							  "SELECT c.relispartition,"
+							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
+							  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+							  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
+							  "  FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+							  2, params, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		if (PQntuples(res) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
+		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("table \"%s\" is a partition", qualified),
+					 errhint("Name its partitioned table: a rule covers every partition.")));
+		if (!PQgetisnull(res, 0, 1))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table \"%s\" belongs to extension \"%s\"", qualified,
+							PQgetvalue(res, 0, 1)),
+					 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
+		PQclear(res);
+		if (condition != NULL)
+		{
+			res = libpqsrv_exec_params(conn,
+									   psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " LIMIT 0",
+												sbx_remote_quote_qualified(schema, table),
+												condition),
+									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			{
+				int			code = sbx_remote_sqlstate(res);
+				char	   *msg = sbx_remote_message(conn, res);
+
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("subset condition for \"%s\" fails in source \"%s\"",
+								qualified, source),
+						 errdetail_internal("%s", msg)));
+			}
+			PQclear(res);
+		}
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+}
+
+/* Set a rule of kind 'subset' or 'follow'; expression may be NULL. */
+static void
+sbx_set_table_rule(const char *source, const char *kind, const char *schema,
+				   const char *table, const char *normalized, const char *expression)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID};
+	Datum		values[7];
+	char		nulls[7] = "       ";
+	NameData	author;
+
+	sbx_check_rules_size(source, kind, normalized,
+						 7 + 2 * strlen(normalized) + (expression ? strlen(expression) : 0));
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(kind);
+	values[2] = CStringGetTextDatum(normalized);
+	values[3] = CStringGetTextDatum(schema);
+	values[4] = CStringGetTextDatum(table);
+	if (expression != NULL)
+		values[5] = CStringGetTextDatum(expression);
+	else
+		nulls[5] = 'n';
+	namestrcpy(&author, GetUserNameFromId(sbx_caller(), false));
+	values[6] = NameGetDatum(&author);
+	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule AS r"
+							  " (source, kind, target, schema_name, table_name, expression, added_by)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+							  " ON CONFLICT (source, kind, target) DO UPDATE"
+							  " SET expression = excluded.expression, added_at = pg_catalog.now(),"
+							  "     added_by = excluded.added_by",
+							  7, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not set a %s rule of source \"%s\"", kind, source);
+	sbx_rules_changed(source);
+}
+
+/*
+ * subset(source text, target text, condition text)
+ */
+Datum
+pgsandbox_subset(PG_FUNCTION_ARGS)
+{
+	char	   *source;
+	char	   *schema;
+	char	   *table;
+	char	   *normalized;
+	char	   *condition;
+	int64		share;
+	char	   *masked;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "table");
+	sbx_require_arg(fcinfo, 2, "condition");
+	sbx_check_database();
+	sbx_require_admin();
+	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	sbx_parse_table_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &schema, &table, &normalized);
+	condition = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	share = sbx_subset_share(condition);
+	if (share == -2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid share of rows \"%s\"", condition),
+				 errdetail("A share is more than 0%% and at most 100%%, with at most four decimals.")));
+	if (share < 0)
+	{
+		sbx_check_expression_syntax(condition, SBX_SUBSET_CONDITION);
+		/* before the source sees it: planning may evaluate a function */
+		if (!superuser_arg(sbx_caller()))
+			sbx_check_rule_rights(condition, SBX_SUBSET_CONDITION);
+	}
+
+	SPI_connect();
+	sbx_lock_source(source);
+	if (share < 0 &&
+		(masked = sbx_condition_masked_column(source, schema, table, condition)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("subset condition for \"%s\" names masked column \"%s\"", normalized, masked),
+				 errdetail("The rows a condition keeps would tell the values of a masked column.")));
+	sbx_check_subset_on_source(source, schema, table, share < 0 ? condition : NULL);
+	sbx_set_table_rule(source, "subset", schema, table, normalized, condition);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * follow(source text, target text, max_rows bigint DEFAULT NULL)
+ */
+Datum
+pgsandbox_follow(PG_FUNCTION_ARGS)
+{
+	char	   *source;
+	char	   *schema;
+	char	   *table;
+	char	   *normalized;
+	char	   *max_rows = NULL;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "table");
+	sbx_check_database();
+	sbx_require_admin();
+	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	sbx_parse_table_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &schema, &table, &normalized);
+	if (!PG_ARGISNULL(2))
+	{
+		if (PG_GETARG_INT64(2) < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_rows must be at least 1")));
+		max_rows = psprintf(INT64_FORMAT, PG_GETARG_INT64(2));
+	}
+
+	SPI_connect();
+	sbx_lock_source(source);
+	sbx_check_subset_on_source(source, schema, table, NULL);
+	sbx_set_table_rule(source, "follow", schema, table, normalized, max_rows);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* unsubset() and unfollow() */
+static void
+sbx_remove_table_rule(FunctionCallInfo fcinfo, const char *kind)
+{
+	char	   *schema;
+	char	   *table;
+	char	   *normalized;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "table");
+	sbx_check_database();
+	sbx_require_admin();
+	sbx_parse_table_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &schema, &table, &normalized);
+	sbx_remove_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)), kind, normalized, normalized);
+}
+
+/*
+ * unsubset(source text, target text)
+ */
+Datum
+pgsandbox_unsubset(PG_FUNCTION_ARGS)
+{
+	sbx_remove_table_rule(fcinfo, "subset");
+	PG_RETURN_VOID();
+}
+
+/*
+ * unfollow(source text, target text)
+ */
+Datum
+pgsandbox_unfollow(PG_FUNCTION_ARGS)
+{
+	sbx_remove_table_rule(fcinfo, "follow");
+	PG_RETURN_VOID();
+}
