@@ -300,7 +300,7 @@ sbx_set_table_rule(const char *source, const char *kind, const char *schema,
 {
 	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID};
 	Datum		values[7];
-	char		nulls[7] = "       ";
+	char		nulls[8] = "       ";
 	NameData	author;
 
 	sbx_check_rules_size(source, kind, normalized,
