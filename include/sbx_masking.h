@@ -43,7 +43,8 @@ typedef struct SbxMaskedTable
 	List	   *rules;			/* SbxMaskRule that cover it */
 	char	   *select_list;	/* its columns, masked ones as expressions */
 	char	   *column_list;
-	const char *kept;			/* reduced: the CTE of its kept rows, or NULL */
+	bool		reduced;		/* only the rows subset rules keep */
+	List	   *kept_chunks;	/* reduced: its kept rows' ctids, as tid[] literals */
 	double		estimate;		/* reduced: the source's estimate of its rows */
 	int64		rows;			/* rows copied */
 } SbxMaskedTable;
@@ -60,7 +61,6 @@ typedef struct SbxMasking
 	int			nexcluded;		/* of those, excluded by a pattern */
 	List	   *masked;			/* SbxMaskedTable */
 	int			ncolumns;		/* mask rules */
-	char	   *with;			/* reduced: the WITH clause of every COPY */
 	int			nreduced;		/* tables reduced */
 	List	   *notes;			/* what the subset left out, for the event */
 } SbxMasking;

@@ -776,27 +776,20 @@ sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)
 				 errhint("Clone again once the source's schemas stay put.")));
 }
 
-/* Stream one masked table from the reader into the sandbox. */
-static void
-sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
+/*
+ * Stream the rows of one COPY of the reader into table's COPY in the
+ * sandbox; returns how many rows went in.
+ */
+static int64
+sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
+			  PGconn *sandbox)
 {
 	PGresult   *res;
 	bool		copying = false;
-	int64		rows_bytes = 0;
+	int64		rows;
 
-	sbx_check_same_table(m, table);
-	/* a reduced table: only the rows kept, which the WITH clause computes */
-	res = libpqsrv_exec_params(m->reader,
-							   psprintf("COPY (%s SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
-										" WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid%s)"
-										" TO STDOUT",
-										table->kept ? m->with : "",
-										table->select_list, table->sql_name, table->relid,
-										table->kept ?
-										psprintf(" AND ctid OPERATOR(pg_catalog.=) ANY"
-												 " (SELECT tid FROM %s WHERE leaf OPERATOR(pg_catalog.=) %u::pg_catalog.oid)",
-												 table->kept, table->relid) : ""),
-							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
+	res = libpqsrv_exec_params(m->reader, query, 0, NULL, NULL, NULL, NULL, 0,
+							   PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		sbx_masked_read_failed(m, table, res, false);
 	PQclear(res);
@@ -819,7 +812,6 @@ sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 			int			ok = PQputCopyData(sandbox, buf, n);
 
 			PQfreemem(buf);
-			rows_bytes += n;
 			if (ok != 1)
 				sbx_masked_write_failed(sandbox, table, NULL);
 			continue;
@@ -847,12 +839,43 @@ sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 	res = libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		sbx_masked_write_failed(sandbox, table, res);
-	table->rows = strtoi64(PQcmdTuples(res), NULL, 10);
+	rows = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
+	return rows;
+}
+
+/*
+ * Stream one table the reader copies into the sandbox: every row, read
+ * with TABLESAMPLE SYSTEM (100) (which stands only on a table or a
+ * materialized view); or, for a reduced table, the rows kept, read by
+ * their ctid (which only a table has) in chunks.  Both keep only rows
+ * whose tableoid is the table's.
+ */
+static void
+sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
+{
+	ListCell   *lc;
+
+	sbx_check_same_table(m, table);
+	if (!table->reduced)
+		table->rows = sbx_copy_rows(m, table,
+									psprintf("COPY (SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
+											 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
+											 " TO STDOUT",
+											 table->select_list, table->sql_name, table->relid),
+									sandbox);
+	foreach(lc, table->kept_chunks)
+		table->rows += sbx_copy_rows(m, table,
+									 psprintf("COPY (SELECT %s FROM ONLY %s"
+											  " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid"
+											  "   AND ctid OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.tid[]))"
+											  " TO STDOUT",
+											  table->select_list, table->sql_name, table->relid,
+											  (char *) lfirst(lc)),
+									 sandbox);
 	/* a swap during the COPY left its rows out: fail rather than be empty */
 	sbx_check_same_table(m, table);
-	elog(DEBUG1, "copied " INT64_FORMAT " bytes of masked rows into %s",
-		 rows_bytes, table->qualified);
+	elog(DEBUG1, "copied " INT64_FORMAT " rows into %s", table->rows, table->qualified);
 }
 
 /*

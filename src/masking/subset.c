@@ -41,6 +41,7 @@
 #include "common/hashfn.h"
 #include "libpq-fe.h"
 #include "pgsandbox.h"
+#include "pgstat.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "utils/builtins.h"
@@ -72,12 +73,21 @@ typedef struct SbxNode
 	bool		keeps_none;		/* down: in a cycle, keeps no row */
 } SbxNode;
 
-/* a foreign key, declared on a table or a partitioned table */
+/*
+ * A foreign key between two tables.  One declared on a partition (or into
+ * one) is a key of its partitioned table that holds only for the rows of
+ * that partition: from_leaf (to_leaf) is the partition, InvalidOid if the
+ * key is the table's own.
+ */
 typedef struct SbxKey
 {
 	char	   *name;
 	SbxNode    *from;
 	SbxNode    *to;
+	Oid			from_leaf;
+	Oid			to_leaf;
+	char	   *from_sql;		/* what FROM names each end by: the */
+	char	   *to_sql;			/* partition itself for a partition's key */
 	List	   *cols;			/* of 'from', quoted */
 	List	   *refcols;		/* of 'to', quoted */
 	List	   *ops;			/* to's column OPERATOR from's column */
@@ -141,6 +151,50 @@ sbx_read_nodes(SbxMasking *m, List *excluded_oids)
 	return nodes;
 }
 
+/* a partition that holds rows, and the partitioned table at its top */
+typedef struct SbxPartition
+{
+	Oid			relid;
+	Oid			root;			/* InvalidOid for a partitioned partition */
+	char	   *from;			/* ONLY the partition, for FROM */
+} SbxPartition;
+
+/*
+ * The table at one end of a key, relid: the table itself, or, for a
+ * partition, its partitioned table, *relid then naming the partition (else
+ * InvalidOid).  A key on a partition that is itself partitioned is refused.
+ */
+static SbxNode *
+sbx_key_end(SbxMasking *m, HTAB *nodes, List *partitions, Oid *relid, char **from,
+			const char *keyname)
+{
+	SbxNode    *node = sbx_node(nodes, *relid);
+	ListCell   *lc;
+
+	if (node != NULL)
+	{
+		*relid = InvalidOid;
+		*from = node->from;
+		return node;
+	}
+	foreach(lc, partitions)
+	{
+		SbxPartition *part = lfirst(lc);
+
+		if (part->relid != *relid)
+			continue;
+		if (!OidIsValid(part->root))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("foreign key \"%s\" of source \"%s\" is declared on a partition that is partitioned itself",
+							keyname, m->source),
+					 errdetail("A reduced clone follows keys of tables, and of partitions that hold rows.")));
+		*from = part->from;
+		return sbx_node(nodes, part->root);
+	}
+	return NULL;
+}
+
 /*
  * The foreign keys between those tables, one row per column.  A key
  * declared on a partition alone ties no table here and is refused if it
@@ -152,11 +206,37 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 	PGresult   *res;
 	Oid			last = InvalidOid;
 	SbxKey	   *key = NULL;
+	List	   *partitions = NIL;	/* SbxPartition */
+
+	/* the partitions (that hold rows) of every partitioned table */
+	res = sbx_reader_exec(m,
+						  "WITH RECURSIVE up(relid, root) AS ("
+						  "  SELECT c.oid, c.oid FROM pg_catalog.pg_class c"
+						  "   WHERE c.relkind = 'p' AND NOT c.relispartition"
+						  "  UNION ALL"
+						  "  SELECT i.inhrelid, up.root FROM pg_catalog.pg_inherits i"
+						  "    JOIN up ON i.inhparent = up.relid)"
+						  " SELECT up.relid, up.root, c.relkind, n.nspname, c.relname FROM up"
+						  "   JOIN pg_catalog.pg_class c ON c.oid = up.relid"
+						  "   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  "  WHERE up.relid <> up.root",
+						  0, NULL, PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		SbxPartition *part = palloc(sizeof(SbxPartition));
+
+		part->relid = atooid(PQgetvalue(res, i, 0));
+		part->root = PQgetvalue(res, i, 2)[0] == 'r' ? atooid(PQgetvalue(res, i, 1)) : InvalidOid;
+		part->from = psprintf("ONLY %s", sbx_remote_quote_qualified(PQgetvalue(res, i, 3),
+																	PQgetvalue(res, i, 4)));
+		partitions = lappend(partitions, part);
+	}
+	PQclear(res);
 
 	res = sbx_reader_exec(m,
-						  "SELECT k.oid, k.conname, k.conrelid, k.confrelid,"
+						  psprintf("SELECT k.oid, k.conname, k.conrelid, k.confrelid,"
 						  "       pg_catalog.quote_ident(a.attname), pg_catalog.quote_ident(b.attname),"
-						  "       pg_catalog.format('OPERATOR(%I.%s)', on_.nspname, o.oprname)"
+						  "       pg_catalog.format('OPERATOR(%%I.%%s)', on_.nspname, o.oprname)"
 						  "  FROM pg_catalog.pg_constraint k,"
 						  "       LATERAL ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey),"
 						  "                          pg_catalog.unnest(k.conpfeqop))"
@@ -166,7 +246,9 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 						  "  JOIN pg_catalog.pg_operator o ON o.oid = u.op"
 						  "  JOIN pg_catalog.pg_namespace on_ ON on_.oid = o.oprnamespace"
 						  " WHERE k.contype = 'f' AND a.attrelid = k.conrelid AND b.attrelid = k.confrelid"
-						  " ORDER BY k.oid, u.i",
+						  "%s ORDER BY k.oid, u.i",
+								   /* a partition's copy of its table's key is that key */
+								   PQserverVersion(m->reader) >= 110000 ? " AND k.conparentid = 0" : ""),
 						  0, NULL, PGRES_TUPLES_OK);
 	for (int i = 0; i < PQntuples(res); i++)
 	{
@@ -174,18 +256,28 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 
 		if (oid != last)
 		{
-			SbxNode    *from = sbx_node(nodes, atooid(PQgetvalue(res, i, 2)));
-			SbxNode    *to = sbx_node(nodes, atooid(PQgetvalue(res, i, 3)));
+			Oid			from_leaf = atooid(PQgetvalue(res, i, 2));
+			Oid			to_leaf = atooid(PQgetvalue(res, i, 3));
+			char	   *from_sql;
+			char	   *to_sql;
+			SbxNode    *from = sbx_key_end(m, nodes, partitions, &from_leaf, &from_sql,
+										   PQgetvalue(res, i, 1));
+			SbxNode    *to = sbx_key_end(m, nodes, partitions, &to_leaf, &to_sql,
+										 PQgetvalue(res, i, 1));
 
 			last = oid;
 			key = NULL;
-			/* a key of a partition: the partitioned table's key covers it */
+			/* a key between tables that hold no rows of their own */
 			if (from == NULL || to == NULL)
 				continue;
 			key = palloc0(sizeof(SbxKey));
 			key->name = pstrdup(PQgetvalue(res, i, 1));
 			key->from = from;
 			key->to = to;
+			key->from_leaf = from_leaf;
+			key->to_leaf = to_leaf;
+			key->from_sql = from_sql;
+			key->to_sql = to_sql;
 			from->out = lappend(from->out, key);
 		}
 		if (key == NULL)
@@ -364,6 +456,11 @@ sbx_key_match(const SbxKey *key, const char *b, const char *a)
 	forthree(lc1, key->cols, lc2, key->refcols, lc3, key->ops)
 		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len > 0 ? " AND " : "",
 						 b, (char *) lfirst(lc2), (char *) lfirst(lc3), a, (char *) lfirst(lc1));
+	/* a key of one partition joins that partition's rows only */
+	if (OidIsValid(key->from_leaf))
+		appendStringInfo(&buf, " AND %s.tableoid = %u", a, key->from_leaf);
+	if (OidIsValid(key->to_leaf))
+		appendStringInfo(&buf, " AND %s.tableoid = %u", b, key->to_leaf);
 	return buf.data;
 }
 
@@ -375,6 +472,9 @@ sbx_key_null(const SbxKey *key, const char *a)
 	ListCell   *lc;
 
 	initStringInfo(&buf);
+	/* a key of one partition says nothing of the other partitions' rows */
+	if (OidIsValid(key->from_leaf))
+		appendStringInfo(&buf, "%s.tableoid <> %u", a, key->from_leaf);
 	foreach(lc, key->cols)
 		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len > 0 ? " OR " : "", a, (char *) lfirst(lc));
 	return buf.data;
@@ -391,9 +491,12 @@ sbx_seed_rows(const SbxNode *node)
 		where = psprintf(SBX_MASK_EXPR_FORMAT, node->seed->condition);
 	else
 	{
-		/* a stable choice: the same rows for the same keys, whatever the order */
-		where = psprintf("(('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(%s::pg_catalog.text), 1, 8))"
-						 "::pg_catalog.bit(32)::pg_catalog.int8 OPERATOR(pg_catalog.%%) 1000000)"
+		/*
+		 * A stable choice: the same rows for the same keys, whatever their
+		 * order on disk, by the server's own hash of the key's text.
+		 */
+		where = psprintf("((pg_catalog.hashtext(%s::pg_catalog.text)::pg_catalog.int8"
+						 " OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.%%) 1000000)"
 						 " OPERATOR(pg_catalog.<) " INT64_FORMAT,
 						 node->pkey ? psprintf("ROW(%s)", node->pkey) : sbx_remote_quote_ident(node->table),
 						 share);
@@ -436,18 +539,28 @@ sbx_write_closure(StringInfo with, HTAB *nodes)
 							 " FROM %s a JOIN %s b ON %s"
 							 " WHERE k.node = %u AND a.tableoid = k.leaf AND a.ctid = k.tid",
 							 steps.len > 0 ? " UNION ALL " : "", key->to->relid,
-							 node->from, key->to->from, sbx_key_match(key, "b", "a"), node->relid);
-			if (node->follow)
+							 key->from_sql, key->to_sql, sbx_key_match(key, "b", "a"), node->relid);
+			/*
+			 * Follow only keys into seeds and followed tables: a table kept
+			 * because kept rows refer to it (a store, a staff member) would
+			 * bring in everything that refers to it.
+			 */
+			if (node->follow && (key->to->seed || key->to->follow))
 				appendStringInfo(&steps, " UNION ALL SELECT %u::pg_catalog.oid, a.tableoid, a.ctid, true"
 								 " FROM %s b JOIN %s a ON %s"
 								 " WHERE k.node = %u AND b.tableoid = k.leaf AND b.ctid = k.tid",
-								 node->relid, key->to->from, node->from,
+								 node->relid, key->to_sql, key->from_sql,
 								 sbx_key_match(key, "b", "a"), key->to->relid);
 		}
 	}
 	appendStringInfo(with, "WITH RECURSIVE sbx_kept(node, leaf, tid, followed) AS (%s", base.data);
+	/*
+	 * OFFSET 0 keeps each step a subquery run for one kept row at a time
+	 * (a TID scan of it, then an index of what it refers to): pulled up
+	 * into the join, the planner would hash the whole table at each round.
+	 */
 	if (steps.len > 0)
-		appendStringInfo(with, " UNION SELECT s.* FROM sbx_kept k CROSS JOIN LATERAL (%s) s",
+		appendStringInfo(with, " UNION SELECT s.* FROM sbx_kept k CROSS JOIN LATERAL (%s OFFSET 0) s",
 						 steps.data);
 	appendStringInfoString(with, ")");
 
@@ -489,7 +602,7 @@ sbx_down_condition(const SbxNode *node)
 		else
 			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
 							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u)))",
-							 sbx_key_null(key, "x"), key->to->from,
+							 sbx_key_null(key, "x"), key->to_sql,
 							 sbx_key_match(key, "p", "x"), key->to->relid);
 	}
 	return buf.data;
@@ -680,7 +793,7 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
 													 PQgetvalue(res, i, 1),
 													 PQgetvalue(res, i, 2));
 
-			table->kept = psprintf("sbx_k_%u", node->relid);
+			table->reduced = true;
 			table->estimate = strtod(PQgetvalue(res, i, 3), NULL);
 			m->nreduced++;
 		}
@@ -691,6 +804,97 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
 		appendStringInfoString(&lock, " IN ACCESS SHARE MODE");
 		PQclear(sbx_reader_exec(m, lock.data, 0, NULL, PGRES_COMMAND_OK));
 	}
+}
+
+/* The entry of leaf table relid among the reduced ones. */
+static SbxMaskedTable *
+sbx_reduced_table(SbxMasking *m, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+
+		if (table->relid == relid && table->reduced)
+			return table;
+	}
+	elog(ERROR, "kept rows of table %u, which is not reduced", relid);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * Compute the kept rows once, in the reader's snapshot, and keep their
+ * ctids, by table, in chunks of SBX_KEPT_CHUNK: each chunk is then copied
+ * by a COPY of the rows at those ctids (a TID scan).  The query runs as a
+ * cursor, so that neither side holds every row at once; each table's rows
+ * come in the order of their ctids.
+ */
+#define SBX_KEPT_CHUNK	20000
+#define SBX_KEPT_FETCH	"50000"
+
+static void
+sbx_fetch_kept_rows(SbxMasking *m, HTAB *nodes, const char *with)
+{
+	StringInfoData sql;
+	StringInfoData chunk;
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+	SbxMaskedTable *table = NULL;
+	int			nchunk = 0;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "DECLARE sbx_kept_rows NO SCROLL CURSOR FOR %s SELECT k.leaf, k.tid FROM (", with);
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		if (node->cls == SBX_NODE_KEPT || node->cls == SBX_NODE_DOWN)
+			appendStringInfo(&sql, "%sSELECT leaf, tid FROM sbx_k_%u",
+							 sql.data[sql.len - 1] == '(' ? "" : " UNION ALL ", node->relid);
+	}
+	appendStringInfoString(&sql, ") k ORDER BY k.leaf, k.tid");
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: computing the rows a subset keeps");
+	PQclear(sbx_reader_exec(m, sql.data, 0, NULL, PGRES_COMMAND_OK));
+
+	initStringInfo(&chunk);
+	for (;;)
+	{
+		PGresult   *res = sbx_reader_exec(m, "FETCH FORWARD " SBX_KEPT_FETCH " FROM sbx_kept_rows",
+										  0, NULL, PGRES_TUPLES_OK);
+		int			n = PQntuples(res);
+
+		for (int i = 0; i < n; i++)
+		{
+			Oid			leaf = atooid(PQgetvalue(res, i, 0));
+
+			if (table == NULL || table->relid != leaf || nchunk == SBX_KEPT_CHUNK)
+			{
+				if (table != NULL)
+				{
+					appendStringInfoChar(&chunk, '}');
+					table->kept_chunks = lappend(table->kept_chunks, pstrdup(chunk.data));
+				}
+				if (table == NULL || table->relid != leaf)
+					table = sbx_reduced_table(m, leaf);
+				resetStringInfo(&chunk);
+				appendStringInfoChar(&chunk, '{');
+				nchunk = 0;
+			}
+			appendStringInfo(&chunk, "%s\"%s\"", nchunk++ > 0 ? "," : "", PQgetvalue(res, i, 1));
+		}
+		PQclear(res);
+		CHECK_FOR_INTERRUPTS();
+		if (n == 0)
+			break;
+	}
+	if (table != NULL)
+	{
+		appendStringInfoChar(&chunk, '}');
+		table->kept_chunks = lappend(table->kept_chunks, pstrdup(chunk.data));
+	}
+	pfree(chunk.data);
+	PQclear(sbx_reader_exec(m, "CLOSE sbx_kept_rows", 0, NULL, PGRES_COMMAND_OK));
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 }
 
 /*
@@ -711,8 +915,8 @@ sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 	initStringInfo(&with);
 	sbx_write_closure(&with, nodes);
 	sbx_write_down_tables(m, &with, nodes);
-	m->with = with.data;
 	sbx_add_reduced_leaves(m, nodes);
+	sbx_fetch_kept_rows(m, nodes, with.data);
 	hash_destroy(nodes);
 }
 
@@ -731,10 +935,10 @@ sbx_subset_summary(const SbxMasking *m)
 	{
 		SbxMaskedTable *table = lfirst(lc);
 
-		if (table->kept)
+		if (table->reduced)
 			appendStringInfo(&buf, "%s %s " INT64_FORMAT " of ~%.0f", first ? "" : ",",
 							 table->qualified, table->rows, Max(table->estimate, 0));
-		first &= table->kept == NULL;
+		first &= !table->reduced;
 	}
 	foreach(lc, m->notes)
 		appendStringInfo(&buf, "; %s", (char *) lfirst(lc));

@@ -111,5 +111,38 @@ is($fts, $node->safe_psql('pagila', "SELECT count(*) FROM film WHERE fulltext @@
 is( $node->safe_psql('postgres', "SELECT pgsandbox.schema_diff('$name')"),
 	'{"added": [], "changed": [], "dropped": []}', 'schema_diff right after the clone is empty');
 
+# ---------------------------------------------------------------------------
+# a reduced clone: 10% of the customers, with each one's rentals and
+# payments (pagila declares the payments' keys on each partition)
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{
+SELECT pgsandbox.subset('pagila', 'public.customer', '10%');
+SELECT pgsandbox.follow('pagila', 'public.rental');
+SELECT pgsandbox.follow('pagila', 'public.payment');});
+my ($rname, $rconn) = split /\|/, $node->safe_psql('postgres',
+	"SELECT name, conninfo FROM pgsandbox.clone('pagila', schema_only => false)");
+ok($rname, 'a 10% subset of the customers, following rentals and payments, clones');
+# (the payments of the partitions that declare the key to customer: pagila's
+# last partition declares none, and a key says which rows refer to what)
+my $per_customer = q{SELECT count(*) || ' ' || md5(string_agg(c.customer_id || ':'
+	|| (SELECT count(*) FROM rental r WHERE r.customer_id = c.customer_id) || ':'
+	|| (SELECT count(*) FROM payment p WHERE p.customer_id = c.customer_id
+		AND p.tableoid IN (SELECT conrelid FROM pg_constraint WHERE contype = 'f'
+			AND confrelid = 'customer'::regclass)), ',' ORDER BY c.customer_id)) FROM customer c};
+my ($rret, $kept) = sandbox_psql($node, $rconn, $per_customer);
+my ($ids) = (sandbox_psql($node, $rconn, 'SELECT string_agg(customer_id::text, \',\') FROM customer'))[1];
+is($kept, $node->safe_psql('pagila', $per_customer =~ s/FROM customer c\}?$/FROM customer c WHERE c.customer_id IN ($ids)/r),
+	'each kept customer has all its rentals and payments');
+is((sandbox_psql($node, $rconn, q{SELECT count(*) FROM payment_p2022_07}))[1], '0',
+	'a partition that declares no key to the customers keeps no followed row');
+my $count = (split / /, $kept)[0];
+ok($count > 20 && $count < 120, "about a tenth of the 599 customers are kept ($count)");
+my $fk_q = q{SELECT count(*) FROM pg_constraint WHERE contype = 'f'};
+is((sandbox_psql($node, $rconn, $fk_q))[1], $node->safe_psql('pagila', $fk_q),
+	'every foreign key of pagila exists in the reduced sandbox');
+is((sandbox_psql($node, $rconn, q{SELECT count(*) FROM rental r WHERE NOT EXISTS
+	(SELECT 1 FROM customer c WHERE c.customer_id = r.customer_id)}))[1], '0',
+	'no rental of a customer left out');
+
 $node->stop;
 done_testing();
