@@ -12,6 +12,7 @@
 # rotating order:
 #   reduced   clone('reduced', schema_only => false)
 #   full      clone('full', schema_only => false)
+#   schema    clone('full'): a schema-only clone, the floor of any clone
 #   manual    createdb, then pg_dump -Fc | pg_restore
 #   template  CREATE DATABASE ... TEMPLATE <source>
 # each after a CHECKPOINT, and the size of each database made.  It prints
@@ -19,8 +20,9 @@
 #
 # Then, if the pagila sample sits in ../shared/data/pagila, a 10% subset of
 # its customers, following their rentals and payments (PAGILA_RUNS clones),
-# and the rows kept of each table.  Last, the plan of the closure's query
-# for pgbench_accounts, as auto_explain logs it on the source.
+# and the rows kept of each table.  Last, the plans on the source, as
+# auto_explain logs them: the closure's query, and the COPY of
+# pgbench_accounts' kept rows.
 #
 # Run as root on a Debian 12 machine: it installs what it needs, builds and
 # installs pgsandbox (unless SKIP_BUILD=1), and runs the server as the
@@ -71,17 +73,17 @@ q "SELECT pgsandbox.add_source('full', 'dbname=bench', allow_data => true)" >/de
 q "SELECT pgsandbox.add_source('reduced', 'dbname=bench', allow_data => true)" >/dev/null
 q "SELECT pgsandbox.subset('reduced', 'public.pgbench_accounts', '1%')" >/dev/null
 
-declare -a t_reduced t_full t_manual t_template s_reduced s_full
+declare -a t_reduced t_full t_schema t_manual t_template s_reduced s_full
 clone_time() {
-	local source=$1 start name
+	local source=$1 schema_only=${2:-false} start name
 	q "CHECKPOINT" >/dev/null
 	start=$(now)
-	name=$(q "SELECT name FROM pgsandbox.clone('$source', schema_only => false)")
+	name=$(q "SELECT name FROM pgsandbox.clone('$source', schema_only => $schema_only)")
 	echo "$(elapsed "$start") $(q "SELECT pg_database_size('$name')") $name"
 }
 for ((r = 0; r < RUNS; r++)); do
-	for k in 0 1 2 3; do
-		case $(((k + r) % 4)) in
+	for k in 0 1 2 3 4; do
+		case $(((k + r) % 5)) in
 		0)
 			read -r secs size name < <(clone_time reduced)
 			t_reduced+=("$secs"); s_reduced+=("$size")
@@ -104,6 +106,10 @@ for ((r = 0; r < RUNS; r++)); do
 			q "CREATE DATABASE templ TEMPLATE bench" >/dev/null
 			t_template+=("$(elapsed "$start")")
 			q "DROP DATABASE templ" >/dev/null ;;
+		4)
+			read -r secs size name < <(clone_time full true)
+			t_schema+=("$secs")
+			q "SELECT pgsandbox.drop('$name')" >/dev/null ;;
 		esac
 	done
 	echo "subset.sh: round $((r + 1)) of $RUNS done" >&2
@@ -122,10 +128,12 @@ ratios() {
 	echo "source size: $(q "SELECT pg_size_pretty(pg_database_size('bench'))")"
 	printf '%-10s %10s\n' step "median s"
 	printf '%-10s %10.2f\n' reduced "$(median "${t_reduced[@]}")" full "$(median "${t_full[@]}")" \
-		manual "$(median "${t_manual[@]}")" template "$(median "${t_template[@]}")"
+		schema "$(median "${t_schema[@]}")" manual "$(median "${t_manual[@]}")" \
+		template "$(median "${t_template[@]}")"
 	printf 'reduced / full clone:   %.3fx time (median of per-round ratios)\n' "$(ratios t_reduced t_full)"
 	printf 'reduced / manual:       %.3fx time\n' "$(ratios t_reduced t_manual)"
 	printf 'reduced / template:     %.3fx time\n' "$(ratios t_reduced t_template)"
+	printf 'schema-only / full:     %.3fx time (the floor a reduced clone stands on)\n' "$(ratios t_schema t_full)"
 	printf 'reduced / full clone:   %.3fx disk (%s against %s bytes, medians)\n' \
 		"$(echo "$(median "${s_reduced[@]}") / $(median "${s_full[@]}")" | bc -l)" \
 		"$(median "${s_reduced[@]}")" "$(median "${s_full[@]}")"
@@ -166,6 +174,8 @@ from=$(wc -l <"$tmp/server.log")
 name=$(q "SELECT name FROM pgsandbox.clone('reduced', schema_only => false)")
 q "SELECT pgsandbox.drop('$name')" >/dev/null
 {
-	echo "plan of the COPY of pgbench_accounts' kept rows (auto_explain, on the source):"
-	tail -n +"$from" "$tmp/server.log" | awk '/LOG:  duration: .* plan:/ {p = 0} /pgbench_accounts TABLESAMPLE/ {p = 1} p' | head -60
+	echo "plans on the source (auto_explain): the closure (the reader's cursor), then the COPY of pgbench_accounts' kept rows"
+	tail -n +"$from" "$tmp/server.log" |
+		awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY public.pgbench_accounts WHERE/ {p = 1; print held} p' |
+		sed -E 's/(Query Text: .{160}).*/\1 .../' | head -80
 } | tee -a "$out"

@@ -108,6 +108,8 @@ extern void sbx_check_rules_size(const char *source, const char *kind, const cha
 								 int more);
 extern void sbx_remove_rule(const char *source, const char *kind, const char *target,
 							const char *shown);
+extern PGresult *sbx_plan_rule(PGconn *conn, const char *sql, const char *what,
+							   const char *target, const char *source);
 
 /* subset rules (subset_rules.c) and the rows they keep (subset.c) */
 extern int64 sbx_subset_share(const char *condition);

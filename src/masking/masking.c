@@ -865,14 +865,21 @@ sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 											 table->select_list, table->sql_name, table->relid),
 									sandbox);
 	foreach(lc, table->kept_chunks)
-		table->rows += sbx_copy_rows(m, table,
-									 psprintf("COPY (SELECT %s FROM ONLY %s"
-											  " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid"
-											  "   AND ctid OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.tid[]))"
-											  " TO STDOUT",
-											  table->select_list, table->sql_name, table->relid,
-											  (char *) lfirst(lc)),
-									 sandbox);
+	{
+		char	   *query = psprintf("COPY (SELECT %s FROM ONLY %s"
+									 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid"
+									 "   AND ctid OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.tid[]))"
+									 " TO STDOUT",
+									 table->select_list, table->sql_name, table->relid,
+									 (char *) lfirst(lc));
+
+		table->rows += sbx_copy_rows(m, table, query, sandbox);
+		/* a chunk is copied once: neither it nor its query is kept */
+		pfree(query);
+		pfree(lfirst(lc));
+	}
+	list_free(table->kept_chunks);
+	table->kept_chunks = NIL;
 	/* a swap during the COPY left its rows out: fail rather than be empty */
 	sbx_check_same_table(m, table);
 	elog(DEBUG1, "copied " INT64_FORMAT " rows into %s", table->rows, table->qualified);

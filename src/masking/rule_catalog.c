@@ -13,6 +13,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "pgsandbox.h"
@@ -224,4 +225,31 @@ sbx_remove_rule(const char *source, const char *kind, const char *target,
 				 : errmsg("source \"%s\" has no %s rule for \"%s\"", source, kind, shown)));
 	sbx_rules_changed(source);
 	SPI_finish();
+}
+
+/*
+ * Plan a rule's statement against its table on the source, reading no row
+ * (the statement says LIMIT 0).  A failure is the rule's: "<what> for
+ * "<target>" fails in source", with the source's SQLSTATE and message.
+ * Returns the result, to be cleared by the caller.
+ */
+PGresult *
+sbx_plan_rule(PGconn *conn, const char *sql, const char *what, const char *target,
+			  const char *source)
+{
+	PGresult   *res = libpqsrv_exec_params(conn, sql, 0, NULL, NULL, NULL, NULL, 0,
+										   PG_WAIT_EXTENSION);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		int			code = sbx_remote_sqlstate(res);
+		char	   *msg = sbx_remote_message(conn, res);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("%s for \"%s\" fails in source \"%s\"", what, target, source),
+				 errdetail_internal("%s", msg)));
+	}
+	return res;
 }

@@ -230,22 +230,9 @@ sbx_check_mask_expression(PGconn *conn, const char *source, const SbxTarget *t,
 	char		typebuf[16];
 
 	/* plan it against the table, reading no row */
-	res = libpqsrv_exec_params(conn,
-							   psprintf("SELECT " SBX_MASK_EXPR_FORMAT " FROM ONLY %s LIMIT 0",
-										expression, sql_name),
-							   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-	{
-		int			code = sbx_remote_sqlstate(res);
-		char	   *msg = sbx_remote_message(conn, res);
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(code),
-				 errmsg("masking expression for \"%s\" fails in source \"%s\"",
-						t->normalized, source),
-				 errdetail_internal("%s", msg)));
-	}
+	res = sbx_plan_rule(conn, psprintf("SELECT " SBX_MASK_EXPR_FORMAT " FROM ONLY %s LIMIT 0",
+									   expression, sql_name),
+						"masking expression", t->normalized, source);
 	exprtype = PQftype(res, 0);
 	PQclear(res);
 

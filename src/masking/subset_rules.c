@@ -145,6 +145,28 @@ sbx_condition_columns(const char *condition)
 }
 
 /*
+ * In the caller's SPI connection: the rules of one kind of schema.table of
+ * a source, as (target, expression, column_name) in SPI_tuptable.
+ */
+static void
+sbx_select_table_rules(const char *source, const char *kind, const char *schema,
+					   const char *table)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+
+	values[0] = CStringGetTextDatum(source);
+	values[1] = CStringGetTextDatum(kind);
+	values[2] = CStringGetTextDatum(schema);
+	values[3] = CStringGetTextDatum(table);
+	if (SPI_execute_with_args("SELECT target, expression, column_name FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = $2"
+							  "   AND schema_name = $3 AND table_name = $4",
+							  4, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the rules of source \"%s\"", source);
+}
+
+/*
  * In the caller's SPI connection: a masked column of schema.table that the
  * condition names, or NULL.
  */
@@ -153,21 +175,12 @@ sbx_condition_masked_column(const char *source, const char *schema, const char *
 							const char *condition)
 {
 	List	   *columns = sbx_condition_columns(condition);
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[3];
 	ListCell   *lc;
 
-	values[0] = CStringGetTextDatum(source);
-	values[1] = CStringGetTextDatum(schema);
-	values[2] = CStringGetTextDatum(table);
-	if (SPI_execute_with_args("SELECT column_name FROM pgsandbox.source_rule"
-							  " WHERE source = $1 AND kind = 'mask'"
-							  "   AND schema_name = $2 AND table_name = $3",
-							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the rules of source \"%s\"", source);
+	sbx_select_table_rules(source, "mask", schema, table);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		char	   *masked = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *masked = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
 
 		foreach(lc, columns)
 		{
@@ -186,17 +199,7 @@ void
 sbx_check_mask_not_in_subset(const char *source, const char *schema, const char *table,
 							 const char *column)
 {
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-
-	values[0] = CStringGetTextDatum(source);
-	values[1] = CStringGetTextDatum(schema);
-	values[2] = CStringGetTextDatum(table);
-	if (SPI_execute_with_args("SELECT target, expression FROM pgsandbox.source_rule"
-							  " WHERE source = $1 AND kind = 'subset'"
-							  "   AND schema_name = $2 AND table_name = $3",
-							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the rules of source \"%s\"", source);
+	sbx_select_table_rules(source, "subset", schema, table);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char	   *target = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
@@ -266,24 +269,10 @@ sbx_check_subset_on_source(const char *source, const char *schema, const char *t
 		PQclear(res);
 		if (condition != NULL)
 		{
-			res = libpqsrv_exec_params(conn,
-									   psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " LIMIT 0",
-												sbx_remote_quote_qualified(schema, table),
-												condition),
-									   0, NULL, NULL, NULL, NULL, 0, PG_WAIT_EXTENSION);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			{
-				int			code = sbx_remote_sqlstate(res);
-				char	   *msg = sbx_remote_message(conn, res);
-
-				PQclear(res);
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("subset condition for \"%s\" fails in source \"%s\"",
-								qualified, source),
-						 errdetail_internal("%s", msg)));
-			}
-			PQclear(res);
+			PQclear(sbx_plan_rule(conn,
+								  psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " LIMIT 0",
+										   sbx_remote_quote_qualified(schema, table), condition),
+								  SBX_SUBSET_CONDITION, qualified, source));
 		}
 	}
 	PG_FINALLY();
