@@ -4,7 +4,9 @@
 # memcheck, drive the worker through clones, a snapshot, idle expiry, a
 # sandbox made read-only (and a write it refuses at commit), resets, a save
 # and a clone of it, drops held by other roles (a janitor in another
-# database, a blocked role dropped by a later pass), a pool fill,
+# database, a blocked role dropped by a later pass), a masked and reduced
+# clone (a followed table, a down table that refers to itself, a
+# partitioned one), a pool fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -71,6 +73,26 @@ sleep 1
 P -d postgres -c "SELECT pgsandbox.drop('$F')" >/dev/null
 wait
 for i in $(seq 1 120); do [ "$(P -d postgres -c "SELECT count(*) FROM pg_roles WHERE rolname = '$F'")" = 0 ] && break; sleep 1; done
+# a masked and reduced clone: a seed, a table it refers to, a followed
+# table, a down table that refers to itself, a partitioned down table
+P -d postgres -c "CREATE DATABASE shop"
+P -d shop -c "CREATE TABLE r (id int PRIMARY KEY)" \
+	-c "CREATE TABLE c (id int PRIMARY KEY, r_id int REFERENCES r, email text)" \
+	-c "CREATE TABLE o (id int PRIMARY KEY, c_id int NOT NULL REFERENCES c, parent int REFERENCES o)" \
+	-c "CREATE TABLE l (o_id int REFERENCES o, n int, PRIMARY KEY (o_id, n))" \
+	-c "CREATE TABLE e (id int, c_id int REFERENCES c) PARTITION BY RANGE (id)" \
+	-c "CREATE TABLE e1 PARTITION OF e FOR VALUES FROM (0) TO (500)" \
+	-c "CREATE TABLE e2 PARTITION OF e FOR VALUES FROM (500) TO (100000)" \
+	-c "INSERT INTO r SELECT generate_series(1, 10)" \
+	-c "INSERT INTO c SELECT g, 1 + g % 10, 'c' || g FROM generate_series(1, 2000) g" \
+	-c "INSERT INTO o SELECT g, 1 + g % 2000, CASE WHEN g > 10 THEN g - 10 END FROM generate_series(1, 3000) g" \
+	-c "INSERT INTO l SELECT o, n FROM generate_series(1, 3000) o, generate_series(1, 2) n" \
+	-c "INSERT INTO e SELECT g, 1 + g % 2000 FROM generate_series(1, 1000) g"
+P -d postgres -c "SELECT pgsandbox.add_source('shop', 'dbname=shop', allow_data => true)" \
+	-c "SELECT pgsandbox.subset('shop', 'public.c', '5%')" -c "SELECT pgsandbox.follow('shop', 'public.o', 500)" \
+	-c "SELECT pgsandbox.mask('shop', 'public.c.email', \$\$'x' || id\$\$)" >/dev/null
+G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('shop', schema_only => false)")
+P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
 P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('nosuchsource_x')" 2>/dev/null || true

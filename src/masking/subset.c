@@ -47,51 +47,8 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
-typedef enum SbxNodeClass
-{
-	SBX_NODE_WHOLE,
-	SBX_NODE_KEPT,
-	SBX_NODE_DOWN,
-	SBX_NODE_EXCLUDED
-} SbxNodeClass;
+#include "subset_graph.h"
 
-/* a table of the source, as the foreign keys see it */
-typedef struct SbxNode
-{
-	Oid			relid;			/* the hash key */
-	char	   *schema;
-	char	   *table;
-	char	   *from;			/* what FROM names it by: ONLY for a table */
-	bool		partitioned;
-	bool		extension;		/* an extension's: never reduced */
-	SbxNodeClass cls;
-	const SbxSubsetRule *seed;	/* its subset rule, if any */
-	const SbxSubsetRule *follow;	/* its follow rule, if any */
-	char	   *pkey;			/* its primary key's columns, or NULL */
-	List	   *out;			/* SbxKey from it */
-	bool		ordered;		/* down: its CTE is written */
-	bool		keeps_none;		/* down: in a cycle, keeps no row */
-} SbxNode;
-
-/*
- * A foreign key between two tables.  One declared on a partition (or into
- * one) is a key of its partitioned table that holds only for the rows of
- * that partition: from_leaf (to_leaf) is the partition, InvalidOid if the
- * key is the table's own.
- */
-typedef struct SbxKey
-{
-	char	   *name;
-	SbxNode    *from;
-	SbxNode    *to;
-	Oid			from_leaf;
-	Oid			to_leaf;
-	char	   *from_sql;		/* what FROM names each end by: the */
-	char	   *to_sql;			/* partition itself for a partition's key */
-	List	   *cols;			/* of 'from', quoted */
-	List	   *refcols;		/* of 'to', quoted */
-	List	   *ops;			/* to's column OPERATOR from's column */
-} SbxKey;
 
 static SbxNode *
 sbx_node(HTAB *nodes, Oid relid)
@@ -443,145 +400,6 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 	return true;
 }
 
-/* "b.r1 OPERATOR(...) a.c1 AND ..." for key k, b its table, a the referrer */
-static char *
-sbx_key_match(const SbxKey *key, const char *b, const char *a)
-{
-	StringInfoData buf;
-	ListCell   *lc1,
-			   *lc2,
-			   *lc3;
-
-	initStringInfo(&buf);
-	forthree(lc1, key->cols, lc2, key->refcols, lc3, key->ops)
-		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len > 0 ? " AND " : "",
-						 b, (char *) lfirst(lc2), (char *) lfirst(lc3), a, (char *) lfirst(lc1));
-	/* a key of one partition joins that partition's rows only */
-	if (OidIsValid(key->from_leaf))
-		appendStringInfo(&buf, " AND %s.tableoid = %u", a, key->from_leaf);
-	if (OidIsValid(key->to_leaf))
-		appendStringInfo(&buf, " AND %s.tableoid = %u", b, key->to_leaf);
-	return buf.data;
-}
-
-/* "a.c1 IS NULL OR a.c2 IS NULL" for key k: a row that refers to nothing */
-static char *
-sbx_key_null(const SbxKey *key, const char *a)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	/* a key of one partition says nothing of the other partitions' rows */
-	if (OidIsValid(key->from_leaf))
-		appendStringInfo(&buf, "%s.tableoid <> %u", a, key->from_leaf);
-	foreach(lc, key->cols)
-		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len > 0 ? " OR " : "", a, (char *) lfirst(lc));
-	return buf.data;
-}
-
-/* The rows a seed's rule chooses, as rows of the closure. */
-static char *
-sbx_seed_rows(const SbxNode *node)
-{
-	int64		share = sbx_subset_share(node->seed->condition);
-	char	   *where;
-
-	if (share < 0)
-		where = psprintf(SBX_MASK_EXPR_FORMAT, node->seed->condition);
-	else
-	{
-		/*
-		 * A stable choice: the same rows for the same keys, whatever their
-		 * order on disk, by the server's own hash of the key's text.
-		 */
-		where = psprintf("((pg_catalog.hashtext(%s::pg_catalog.text)::pg_catalog.int8"
-						 " OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.%%) 1000000)"
-						 " OPERATOR(pg_catalog.<) " INT64_FORMAT,
-						 node->pkey ? psprintf("ROW(%s)", node->pkey) : sbx_remote_quote_ident(node->table),
-						 share);
-	}
-	return psprintf("SELECT %u::pg_catalog.oid, tableoid, ctid, false FROM %s WHERE %s",
-					node->relid, node->from, where);
-}
-
-/*
- * The WITH clause's closure of the kept tables: the seeds' rows, and one
- * step of the recursion for each key between kept tables (up) and for each
- * key from a followed table into a kept one (follow).
- */
-static void
-sbx_write_closure(StringInfo with, HTAB *nodes)
-{
-	StringInfoData base;
-	StringInfoData steps;
-	HASH_SEQ_STATUS seq;
-	SbxNode    *node;
-
-	initStringInfo(&base);
-	initStringInfo(&steps);
-	hash_seq_init(&seq, nodes);
-	while ((node = hash_seq_search(&seq)) != NULL)
-	{
-		ListCell   *lc;
-
-		if (node->cls != SBX_NODE_KEPT)
-			continue;
-		if (node->seed)
-			appendStringInfo(&base, "%s%s", base.len > 0 ? " UNION " : "", sbx_seed_rows(node));
-		foreach(lc, node->out)
-		{
-			SbxKey	   *key = lfirst(lc);
-
-			if (key->to->cls != SBX_NODE_KEPT)
-				continue;
-			appendStringInfo(&steps, "%sSELECT %u::pg_catalog.oid, b.tableoid, b.ctid, false"
-							 " FROM %s a JOIN %s b ON %s"
-							 " WHERE k.node = %u AND a.tableoid = k.leaf AND a.ctid = k.tid",
-							 steps.len > 0 ? " UNION ALL " : "", key->to->relid,
-							 key->from_sql, key->to_sql, sbx_key_match(key, "b", "a"), node->relid);
-			/*
-			 * Follow only keys into seeds and followed tables: a table kept
-			 * because kept rows refer to it (a store, a staff member) would
-			 * bring in everything that refers to it.
-			 */
-			if (node->follow && (key->to->seed || key->to->follow))
-				appendStringInfo(&steps, " UNION ALL SELECT %u::pg_catalog.oid, a.tableoid, a.ctid, true"
-								 " FROM %s b JOIN %s a ON %s"
-								 " WHERE k.node = %u AND b.tableoid = k.leaf AND b.ctid = k.tid",
-								 node->relid, key->to_sql, key->from_sql,
-								 sbx_key_match(key, "b", "a"), key->to->relid);
-		}
-	}
-	appendStringInfo(with, "WITH RECURSIVE sbx_kept(node, leaf, tid, followed) AS (%s", base.data);
-	/*
-	 * OFFSET 0 keeps each step a subquery run for one kept row at a time
-	 * (a TID scan of it, then an index of what it refers to): pulled up
-	 * into the join, the planner would hash the whole table at each round.
-	 */
-	if (steps.len > 0)
-		appendStringInfo(with, " UNION SELECT s.* FROM sbx_kept k CROSS JOIN LATERAL (%s OFFSET 0) s",
-						 steps.data);
-	appendStringInfoString(with, ")");
-
-	/* each kept table's rows; a followed table's beyond its bound are not */
-	hash_seq_init(&seq, nodes);
-	while ((node = hash_seq_search(&seq)) != NULL)
-	{
-		if (node->cls != SBX_NODE_KEPT)
-			continue;
-		if (node->follow && node->follow->max_rows > 0)
-			appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS ("
-							 "SELECT leaf, tid FROM sbx_kept WHERE node = %u AND NOT followed"
-							 " UNION SELECT leaf, tid FROM (SELECT DISTINCT leaf, tid FROM sbx_kept"
-							 " WHERE node = %u AND followed ORDER BY leaf, tid LIMIT " INT64_FORMAT ") f)",
-							 node->relid, node->relid, node->relid, node->follow->max_rows);
-		else
-			appendStringInfo(with, ", sbx_k_%u(leaf, tid) AS (SELECT DISTINCT leaf, tid FROM sbx_kept"
-							 " WHERE node = %u)", node->relid, node->relid);
-	}
-}
-
 /* A down table's condition on its keys into other reduced tables. */
 static char *
 sbx_down_condition(const SbxNode *node)
@@ -806,64 +624,48 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
 	}
 }
 
-/* The entry of leaf table relid among the reduced ones. */
-static SbxMaskedTable *
-sbx_reduced_table(SbxMasking *m, Oid relid)
-{
-	ListCell   *lc;
-
-	foreach(lc, m->masked)
-	{
-		SbxMaskedTable *table = lfirst(lc);
-
-		if (table->relid == relid && table->reduced)
-			return table;
-	}
-	elog(ERROR, "kept rows of table %u, which is not reduced", relid);
-	return NULL;				/* keep compiler quiet */
-}
-
 /*
- * Compute the kept rows once, in the reader's snapshot, and keep their
- * ctids, by table, in chunks of SBX_KEPT_CHUNK: each chunk is then copied
- * by a COPY of the rows at those ctids (a TID scan).  The query runs as a
- * cursor, so that neither side holds every row at once; each table's rows
- * come in the order of their ctids.
+ * Compute the down tables' kept rows, in the reader's snapshot, and keep
+ * their ctids by table, in chunks (subset_closure.c's chunker).  The query
+ * runs as a cursor, so that neither side holds every row at once; each
+ * table's rows come in the order of their ctids.
  */
-#define SBX_KEPT_CHUNK	20000
 #define SBX_KEPT_FETCH	"50000"
 
 static void
-sbx_fetch_kept_rows(SbxMasking *m, HTAB *nodes, const char *with)
+sbx_fetch_down_rows(SbxMasking *m, HTAB *nodes, const char *with)
 {
 	StringInfoData sql;
-	StringInfoData chunk;
 	HASH_SEQ_STATUS seq;
 	SbxNode    *node;
-	SbxMaskedTable *table = NULL;
-	int			nchunk = 0;
+	SbxChunker	chunker;
+	bool		any = false;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "DECLARE sbx_kept_rows NO SCROLL CURSOR FOR %s SELECT k.leaf, k.tid FROM (", with);
 	hash_seq_init(&seq, nodes);
 	while ((node = hash_seq_search(&seq)) != NULL)
 	{
-		if (node->cls == SBX_NODE_KEPT || node->cls == SBX_NODE_DOWN)
-			appendStringInfo(&sql, "%sSELECT leaf, tid FROM sbx_k_%u",
-							 sql.data[sql.len - 1] == '(' ? "" : " UNION ALL ", node->relid);
+		if (node->cls != SBX_NODE_DOWN)
+			continue;
+		appendStringInfo(&sql, "%sSELECT leaf, tid FROM sbx_k_%u", any ? " UNION ALL " : "",
+						 node->relid);
+		any = true;
 	}
+	if (!any)
+		return;
 	appendStringInfoString(&sql, ") k ORDER BY k.leaf, k.tid");
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: computing the rows a subset keeps");
+
 	/*
-	 * The closure's estimates are high and its plan has many branches: JIT
+	 * The query's estimates are high and its plan has many branches: JIT
 	 * would spend a second compiling what runs in less.
 	 */
 	if (PQserverVersion(m->reader) >= 110000)
 		PQclear(sbx_reader_exec(m, "SELECT pg_catalog.set_config('jit', 'off', true)",
 								0, NULL, PGRES_TUPLES_OK));
 	PQclear(sbx_reader_exec(m, sql.data, 0, NULL, PGRES_COMMAND_OK));
-
-	initStringInfo(&chunk);
+	sbx_chunker_init(&chunker, m);
 	for (;;)
 	{
 		PGresult   *res = sbx_reader_exec(m, "FETCH FORWARD " SBX_KEPT_FETCH " FROM sbx_kept_rows",
@@ -871,35 +673,13 @@ sbx_fetch_kept_rows(SbxMasking *m, HTAB *nodes, const char *with)
 		int			n = PQntuples(res);
 
 		for (int i = 0; i < n; i++)
-		{
-			Oid			leaf = atooid(PQgetvalue(res, i, 0));
-
-			if (table == NULL || table->relid != leaf || nchunk == SBX_KEPT_CHUNK)
-			{
-				if (table != NULL)
-				{
-					appendStringInfoChar(&chunk, '}');
-					table->kept_chunks = lappend(table->kept_chunks, pstrdup(chunk.data));
-				}
-				if (table == NULL || table->relid != leaf)
-					table = sbx_reduced_table(m, leaf);
-				resetStringInfo(&chunk);
-				appendStringInfoChar(&chunk, '{');
-				nchunk = 0;
-			}
-			appendStringInfo(&chunk, "%s\"%s\"", nchunk++ > 0 ? "," : "", PQgetvalue(res, i, 1));
-		}
+			sbx_chunker_add(&chunker, atooid(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1));
 		PQclear(res);
 		CHECK_FOR_INTERRUPTS();
 		if (n == 0)
 			break;
 	}
-	if (table != NULL)
-	{
-		appendStringInfoChar(&chunk, '}');
-		table->kept_chunks = lappend(table->kept_chunks, pstrdup(chunk.data));
-	}
-	pfree(chunk.data);
+	sbx_chunker_finish(&chunker);
 	PQclear(sbx_reader_exec(m, "CLOSE sbx_kept_rows", 0, NULL, PGRES_COMMAND_OK));
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 }
@@ -919,11 +699,13 @@ sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 	sbx_read_keys(m, nodes);
 	if (!sbx_classify(m, nodes, subsets))
 		return;
-	initStringInfo(&with);
-	sbx_write_closure(&with, nodes);
-	sbx_write_down_tables(m, &with, nodes);
+	/* locked before any row is read */
 	sbx_add_reduced_leaves(m, nodes);
-	sbx_fetch_kept_rows(m, nodes, with.data);
+	initStringInfo(&with);
+	appendStringInfoString(&with, "WITH RECURSIVE sbx_start AS (SELECT)");
+	sbx_closure_compute(m, nodes, &with);
+	sbx_write_down_tables(m, &with, nodes);
+	sbx_fetch_down_rows(m, nodes, with.data);
 	hash_destroy(nodes);
 }
 

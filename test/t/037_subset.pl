@@ -184,6 +184,16 @@ like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$sbx' AND action =
 my ($sbx2, $conn2) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('shop', schema_only => false)");
 is(rows_of($conn2, 'stores') . ' ' . rows_of($conn2, 'staff'), rows_of($conn, 'stores') . ' ' . rows_of($conn, 'staff'),
 	'a second clone keeps the same share of rows');
+# a bound on a followed table: its managers come up with their stores, and
+# at most 2 more staff members are followed
+sq(q{SELECT pgsandbox.follow('shop', 'public.staff', 2)});
+my (undef, $bconn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('shop', schema_only => false)");
+my $kept_stores = (split /:/, rows_of($bconn, 'stores'))[0];
+is($kept_stores, (split /:/, $expected{stores})[0], 'with a bound, the same stores are kept');
+is((split /:/, rows_of($bconn, 'staff'))[0], $kept_stores + 2,
+	'and their managers, and 2 staff members followed');
+sq(q{SELECT pgsandbox.follow('shop', 'public.staff')});
+
 # a reset dumps the slice again; a save keeps it, and its copies say so
 src('UPDATE orders SET placed = placed + 1 WHERE id = 10');
 my ($ret0, $out0, $err0) = sandbox_psql($node, $conn, 'DELETE FROM shipments; DELETE FROM order_lines');
