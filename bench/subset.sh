@@ -21,8 +21,9 @@
 # Then, if the pagila sample sits in ../shared/data/pagila, a 10% subset of
 # its customers, following their rentals and payments (PAGILA_RUNS clones),
 # and the rows kept of each table.  Last, the plans on the source, as
-# auto_explain logs them: the closure's query, and the COPY of
-# pgbench_accounts' kept rows.
+# auto_explain logs them: the seed's cursor, a round's step from
+# pgbench_accounts to the branches, the down tables' cursor, and the COPY
+# of pgbench_accounts' kept rows.
 #
 # Run as root on a Debian 12 machine: it installs what it needs, builds and
 # installs pgsandbox (unless SKIP_BUILD=1), and runs the server as the
@@ -174,8 +175,8 @@ from=$(wc -l <"$tmp/server.log")
 name=$(q "SELECT name FROM pgsandbox.clone('reduced', schema_only => false)")
 q "SELECT pgsandbox.drop('$name')" >/dev/null
 {
-	echo "plans on the source (auto_explain): the closure (the reader's cursor), then the COPY of pgbench_accounts' kept rows"
+	echo "plans on the source (auto_explain): the seed's cursor, a round's step from pgbench_accounts, the down tables' cursor, the COPY of pgbench_accounts' kept rows"
 	tail -n +"$from" "$tmp/server.log" |
-		awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY public.pgbench_accounts WHERE/ {p = 1; print held} p' |
+		awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_seed_rows|Query Text: SELECT DISTINCT b.tableoid, b.ctid FROM ONLY public.pgbench_accounts|Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY public.pgbench_accounts WHERE/ {p = 1; print held} p' |
 		sed -E 's/(Query Text: .{160}).*/\1 .../' | head -80
 } | tee -a "$out"
