@@ -34,6 +34,12 @@
 /* ctids in one chunk of a COPY, and in one array of a round's query */
 #define SBX_KEPT_CHUNK	20000
 
+/*
+ * The most rows the kept tables of one reduced clone may hold: the clone
+ * worker keeps each in memory (about 100 bytes with its chunk's text).
+ */
+#define SBX_KEPT_MAX	5000000
+
 /* ------------------------------------------------------------------------
  * Chunks of ctids, by table
  * ------------------------------------------------------------------------
@@ -184,6 +190,13 @@ sbx_keep_row(SbxClosure *c, int i, const char *leaf, const char *tid, bool follo
 	(void) hash_search(c->kept, &key, HASH_ENTER, &found);
 	if (found)
 		return;
+	if (hash_get_num_entries(c->kept) > SBX_KEPT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the subset rules of source \"%s\" keep more than %d rows",
+						c->m->source, SBX_KEPT_MAX),
+				 errdetail("A reduced clone holds the ctid of every row its kept tables keep in memory."),
+				 errhint("Choose a smaller share or a narrower condition, bound the followed tables with max_rows, or make a full data clone.")));
 	if (followed)
 		c->nfollowed[i]++;
 	if (next->n == next->cap)
