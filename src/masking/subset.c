@@ -574,7 +574,7 @@ sbx_write_down_tables(SbxMasking *m, StringInfo with, HTAB *nodes)
  * is locked, so that no rewrite moves its rows during the clone.
  */
 static void
-sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
+sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes, List *excluded_oids)
 {
 	HASH_SEQ_STATUS seq;
 	SbxNode    *node;
@@ -607,10 +607,18 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes)
 							  1, params, PGRES_TUPLES_OK);
 		for (int i = 0; i < PQntuples(res); i++)
 		{
-			SbxMaskedTable *table = sbx_masked_table(m, atooid(PQgetvalue(res, i, 0)),
-													 PQgetvalue(res, i, 1),
-													 PQgetvalue(res, i, 2));
+			SbxMaskedTable *table;
 
+			/* kept rows may be there, or rows of down tables refer to them */
+			if (list_member_oid(excluded_oids, atooid(PQgetvalue(res, i, 0))))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("exclude_data leaves out the rows of partition %s of table %s of source \"%s\", which subset rules reduce",
+								quote_qualified_identifier(PQgetvalue(res, i, 1), PQgetvalue(res, i, 2)),
+								quote_qualified_identifier(node->schema, node->table), m->source),
+						 errhint("Remove the exclude_data rule, or the subset or follow rule.")));
+			table = sbx_masked_table(m, atooid(PQgetvalue(res, i, 0)),
+									 PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
 			table->reduced = true;
 			table->estimate = strtod(PQgetvalue(res, i, 3), NULL);
 			m->nreduced++;
@@ -700,7 +708,7 @@ sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 	if (!sbx_classify(m, nodes, subsets))
 		return;
 	/* locked before any row is read */
-	sbx_add_reduced_leaves(m, nodes);
+	sbx_add_reduced_leaves(m, nodes, excluded_oids);
 	initStringInfo(&with);
 	appendStringInfoString(&with, "WITH RECURSIVE sbx_start AS (SELECT)");
 	sbx_closure_compute(m, nodes, &with);

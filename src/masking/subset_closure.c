@@ -49,6 +49,7 @@ void
 sbx_chunker_init(SbxChunker *c, SbxMasking *m)
 {
 	c->m = m;
+	c->leaf = InvalidOid;
 	c->table = NULL;
 	initStringInfo(&c->buf);
 	c->n = 0;
@@ -69,11 +70,12 @@ sbx_chunker_close(SbxChunker *c)
 void
 sbx_chunker_add(SbxChunker *c, Oid leaf, const char *tid)
 {
-	if (c->table == NULL || c->table->relid != leaf)
+	if (c->leaf != leaf)
 	{
 		ListCell   *lc;
 
 		sbx_chunker_close(c);
+		c->leaf = leaf;
 		c->table = NULL;
 		foreach(lc, c->m->masked)
 		{
@@ -82,11 +84,11 @@ sbx_chunker_add(SbxChunker *c, Oid leaf, const char *tid)
 			if (table->relid == leaf && table->reduced)
 				c->table = table;
 		}
-		if (c->table == NULL)
-			elog(ERROR, "kept rows of table %u, which is not reduced", leaf);
 	}
 	else if (c->n == SBX_KEPT_CHUNK)
 		sbx_chunker_close(c);
+	if (c->table == NULL)
+		elog(ERROR, "kept rows of table %u, which is not reduced", leaf);
 	appendStringInfo(&c->buf, "%s\"%s\"", c->n++ > 0 ? "," : "{", tid);
 }
 

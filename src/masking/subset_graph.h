@@ -68,7 +68,8 @@ extern char *sbx_seed_where(const SbxNode *node);
 typedef struct SbxChunker
 {
 	SbxMasking *m;
-	SbxMaskedTable *table;		/* the table being filled */
+	Oid			leaf;			/* the leaf table of the last row */
+	SbxMaskedTable *table;		/* its entry, NULL if it is not copied */
 	StringInfoData buf;			/* its open chunk */
 	int			n;				/* ctids in it */
 } SbxChunker;

@@ -257,6 +257,14 @@ foreach my $bad (
 like($err, qr/source "shop" has no subset rule for "public\.regions"/, 'unsubset() of no rule is refused');
 is(sq("SELECT count(*) FROM pgsandbox.source_rule"), $before, 'the refused rules changed nothing');
 
+# rules that contradict each other fail the clone, naming both
+sq(q{SELECT pgsandbox.exclude_data('shop', 'public.invoices_high')});
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('shop', schema_only => false)");
+like($err, qr/exclude_data leaves out the rows of partition public\.invoices_high of table public\.invoices of source "shop", which subset rules reduce/,
+	'a partition of a reduced table that exclude_data empties fails the clone');
+is(untracked_sandboxes($node), '0', 'and leaves no database or role');
+sq(q{SELECT pgsandbox.include_data('shop', 'public.invoices_high')});
+
 # ---------------------------------------------------------------------------
 # the archive check: the rows of a reduced table in pg_dump's archive fail
 # the clone before anything is restored (a pg_dump that ignores exclusions)
