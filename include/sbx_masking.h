@@ -114,6 +114,7 @@ extern PGresult *sbx_plan_rule(PGconn *conn, const char *sql, const char *what,
 /* subset rules (subset_rules.c) and the rows they keep (subset.c) */
 extern int64 sbx_subset_share(const char *condition);
 extern List *sbx_condition_columns(const char *condition);
+extern bool sbx_condition_name_reads(const char *name, const char *table, const char *column);
 extern void sbx_check_mask_not_in_subset(const char *source, const char *schema,
 										 const char *table, const char *column);
 extern void sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids);

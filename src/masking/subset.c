@@ -12,24 +12,25 @@
  *
  * - kept: the seeds, the tables with a follow rule, and every table a kept
  *   table refers to, transitively ("up").  Their rows are one closure,
- *   computed by a recursive query from the rows the seeds' conditions
- *   choose: each kept row brings the rows it refers to, and each kept row
- *   of a table a follow rule names is brought by the kept row it refers to
- *   ("follow"), at most max_rows of them.
+ *   computed in rounds by subset_closure.c from the rows the seeds'
+ *   conditions choose: each kept row brings the rows it refers to, and
+ *   each kept row of a table a follow rule names is brought by the kept
+ *   row it refers to ("follow"), at most max_rows of them.
  * - down: a table that refers to a kept or down table, and is neither.  It
  *   keeps the rows whose every reference into those tables is NULL or to a
  *   kept row.  A down table that refers to itself by one key keeps the
- *   rows reached from its roots; one in a cycle of down tables, or with
- *   several keys into itself, keeps no row (and the event says so).
+ *   rows reached from its roots.  In a cycle of down tables one keeps no
+ *   row, and so does one with several keys into itself (the event says so).
  * - excluded: a table exclude_data() leaves empty; a down table keeps no row
- *   that refers to it.  A kept row may not refer to it: that is an error.
+ *   that refers to it.  A kept table may not refer to it: that is an error.
  * - whole: every other table, copied as it is (no key ties it to a reduced
  *   table, so no key can break).
  *
  * Rows are named by (tableoid, ctid), which the reader's repeatable-read
  * transaction keeps stable: every reduced table is locked against the
- * rewrites that would move them.  One query, a cursor, computes the kept
- * rows once; their ctids are kept by table.  Each reduced table is left
+ * rewrites that would move them.  The kept tables' ctids come from the
+ * rounds, the down tables' from one query, a cursor; they are kept by
+ * table, in chunks.  Each reduced table is left
  * out of pg_dump's archive and filled by the reader's COPY of its kept
  * rows (TID scans, a chunk at a time), between the restore's data and
  * post-data sections, where the foreign keys are created and checked.
@@ -112,18 +113,19 @@ sbx_read_nodes(SbxMasking *m, List *excluded_oids)
 typedef struct SbxPartition
 {
 	Oid			relid;
-	Oid			root;			/* InvalidOid for a partitioned partition */
+	Oid			root;
+	bool		leaf;			/* it holds rows (not partitioned itself) */
 	char	   *from;			/* ONLY the partition, for FROM */
 } SbxPartition;
 
 /*
  * The table at one end of a key, relid: the table itself, or, for a
  * partition, its partitioned table, *relid then naming the partition (else
- * InvalidOid).  A key on a partition that is itself partitioned is refused.
+ * InvalidOid).  A key on a partition that is itself partitioned is marked
+ * unsupported.
  */
 static SbxNode *
-sbx_key_end(SbxMasking *m, HTAB *nodes, List *partitions, Oid *relid, char **from,
-			const char *keyname)
+sbx_key_end(HTAB *nodes, List *partitions, Oid *relid, char **from, bool *unsupported)
 {
 	SbxNode    *node = sbx_node(nodes, *relid);
 	ListCell   *lc;
@@ -140,12 +142,9 @@ sbx_key_end(SbxMasking *m, HTAB *nodes, List *partitions, Oid *relid, char **fro
 
 		if (part->relid != *relid)
 			continue;
-		if (!OidIsValid(part->root))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("foreign key \"%s\" of source \"%s\" is declared on a partition that is partitioned itself",
-							keyname, m->source),
-					 errdetail("A reduced clone follows keys of tables, and of partitions that hold rows.")));
+		/* refused later, if it ties a reduced table (sbx_check_keys) */
+		if (!part->leaf)
+			*unsupported = true;
 		*from = part->from;
 		return sbx_node(nodes, part->root);
 	}
@@ -183,7 +182,8 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 		SbxPartition *part = palloc(sizeof(SbxPartition));
 
 		part->relid = atooid(PQgetvalue(res, i, 0));
-		part->root = PQgetvalue(res, i, 2)[0] == 'r' ? atooid(PQgetvalue(res, i, 1)) : InvalidOid;
+		part->root = atooid(PQgetvalue(res, i, 1));
+		part->leaf = PQgetvalue(res, i, 2)[0] == 'r';
 		part->from = psprintf("ONLY %s", sbx_remote_quote_qualified(PQgetvalue(res, i, 3),
 																	PQgetvalue(res, i, 4)));
 		partitions = lappend(partitions, part);
@@ -217,10 +217,10 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 			Oid			to_leaf = atooid(PQgetvalue(res, i, 3));
 			char	   *from_sql;
 			char	   *to_sql;
-			SbxNode    *from = sbx_key_end(m, nodes, partitions, &from_leaf, &from_sql,
-										   PQgetvalue(res, i, 1));
-			SbxNode    *to = sbx_key_end(m, nodes, partitions, &to_leaf, &to_sql,
-										 PQgetvalue(res, i, 1));
+			bool		unsupported = false;
+			SbxNode    *from = sbx_key_end(nodes, partitions, &from_leaf, &from_sql,
+										   &unsupported);
+			SbxNode    *to = sbx_key_end(nodes, partitions, &to_leaf, &to_sql, &unsupported);
 
 			last = oid;
 			key = NULL;
@@ -235,6 +235,7 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 			key->to_leaf = to_leaf;
 			key->from_sql = from_sql;
 			key->to_sql = to_sql;
+			key->unsupported = unsupported;
 			from->out = lappend(from->out, key);
 		}
 		if (key == NULL)
@@ -298,7 +299,7 @@ sbx_check_condition(SbxMasking *m, const SbxSubsetRule *rule)
 				continue;
 			foreach(lcol, sbx_condition_columns(rule->condition))
 			{
-				if (strcmp(lfirst(lcol), mask->column) == 0)
+				if (sbx_condition_name_reads(lfirst(lcol), rule->table, mask->column))
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("subset condition of \"%s\" of source \"%s\" names masked column \"%s\"",
@@ -568,6 +569,62 @@ sbx_write_down_tables(SbxMasking *m, StringInfo with, HTAB *nodes)
 	}
 }
 
+/* No key that ties a reduced table may be one this file cannot follow. */
+static void
+sbx_check_keys(SbxMasking *m, HTAB *nodes)
+{
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, node->out)
+		{
+			SbxKey	   *key = lfirst(lc);
+
+			if (key->unsupported &&
+				(key->from->cls != SBX_NODE_WHOLE || key->to->cls != SBX_NODE_WHOLE))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("foreign key \"%s\" of source \"%s\" is declared on a partition that is partitioned itself, and ties a reduced table",
+								key->name, m->source),
+						 errdetail("A reduced clone follows keys of tables, and of partitions that hold rows.")));
+		}
+	}
+}
+
+/*
+ * A seed's condition may read no column that a mask covers in one of its
+ * leaves, whichever table (the leaf, a parent) the mask was set on.
+ */
+static void
+sbx_check_leaf_masks(SbxMasking *m, const SbxNode *node, const SbxMaskedTable *leaf)
+{
+	ListCell   *lr;
+
+	if (sbx_subset_share(node->seed->condition) >= 0)
+		return;
+	foreach(lr, leaf->rules)
+	{
+		SbxMaskRule *mask = lfirst(lr);
+		ListCell   *lc;
+
+		foreach(lc, sbx_condition_columns(node->seed->condition))
+		{
+			if (sbx_condition_name_reads(lfirst(lc), node->table, mask->column))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("subset condition of \"%s\" of source \"%s\" reads masked column \"%s\" of %s",
+								node->seed->target, m->source, mask->column, leaf->qualified),
+						 errdetail("The rows a condition keeps would tell the values of a masked column."),
+						 errhint("Remove one of the two rules.")));
+		}
+	}
+}
+
 /*
  * The reduced tables' leaves: the table itself, or a partitioned table's
  * partitions, each copied by the reader with the rows its CTE keeps.  Each
@@ -619,6 +676,9 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes, List *excluded_oids)
 						 errhint("Remove the exclude_data rule, or the subset or follow rule.")));
 			table = sbx_masked_table(m, atooid(PQgetvalue(res, i, 0)),
 									 PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+			/* the masks of a seed's partitions, or of its parents, too */
+			if (node->seed)
+				sbx_check_leaf_masks(m, node, table);
 			table->reduced = true;
 			table->estimate = strtod(PQgetvalue(res, i, 3), NULL);
 			m->nreduced++;
@@ -674,12 +734,15 @@ sbx_fetch_down_rows(SbxMasking *m, HTAB *nodes, const char *with)
 								0, NULL, PGRES_TUPLES_OK));
 	PQclear(sbx_reader_exec(m, sql.data, 0, NULL, PGRES_COMMAND_OK));
 	sbx_chunker_init(&chunker, m);
-	for (;;)
+	for (int64 total = 0;;)
 	{
 		PGresult   *res = sbx_reader_exec(m, "FETCH FORWARD " SBX_KEPT_FETCH " FROM sbx_kept_rows",
 										  0, NULL, PGRES_TUPLES_OK);
 		int			n = PQntuples(res);
 
+		total += n;
+		if (total > SBX_KEPT_MAX)
+			sbx_kept_too_many(m);
 		for (int i = 0; i < n; i++)
 			sbx_chunker_add(&chunker, atooid(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1));
 		PQclear(res);
@@ -707,6 +770,7 @@ sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 	sbx_read_keys(m, nodes);
 	if (!sbx_classify(m, nodes, subsets))
 		return;
+	sbx_check_keys(m, nodes);
 	/* locked before any row is read */
 	sbx_add_reduced_leaves(m, nodes, excluded_oids);
 	initStringInfo(&with);

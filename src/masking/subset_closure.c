@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
 #include "pgsandbox.h"
 #include "pgstat.h"
 #include "sbx_conn.h"
@@ -34,16 +35,23 @@
 /* ctids in one chunk of a COPY, and in one array of a round's query */
 #define SBX_KEPT_CHUNK	20000
 
-/*
- * The most rows the kept tables of one reduced clone may hold: the clone
- * worker keeps each in memory (about 100 bytes with its chunk's text).
- */
-#define SBX_KEPT_MAX	5000000
+
 
 /* ------------------------------------------------------------------------
  * Chunks of ctids, by table
  * ------------------------------------------------------------------------
  */
+
+pg_noreturn void
+sbx_kept_too_many(SbxMasking *m)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the subset rules of source \"%s\" keep more than %d rows",
+					m->source, SBX_KEPT_MAX),
+			 errdetail("A reduced clone holds the ctid of every row it keeps in memory."),
+			 errhint("Choose a smaller share or a narrower condition, bound the followed tables with max_rows, or make a full data clone.")));
+}
 
 void
 sbx_chunker_init(SbxChunker *c, SbxMasking *m)
@@ -88,7 +96,11 @@ sbx_chunker_add(SbxChunker *c, Oid leaf, const char *tid)
 	else if (c->n == SBX_KEPT_CHUNK)
 		sbx_chunker_close(c);
 	if (c->table == NULL)
-		elog(ERROR, "kept rows of table %u, which is not reduced", leaf);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a partition of a reduced table of source \"%s\" (OID %u) was attached during the clone",
+						c->m->source, leaf),
+				 errhint("Clone again once the source's partitions stay put.")));
 	appendStringInfo(&c->buf, "%s\"%s\"", c->n++ > 0 ? "," : "{", tid);
 }
 
@@ -193,12 +205,7 @@ sbx_keep_row(SbxClosure *c, int i, const char *leaf, const char *tid, bool follo
 	if (found)
 		return;
 	if (hash_get_num_entries(c->kept) > SBX_KEPT_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the subset rules of source \"%s\" keep more than %d rows",
-						c->m->source, SBX_KEPT_MAX),
-				 errdetail("A reduced clone holds the ctid of every row its kept tables keep in memory."),
-				 errhint("Choose a smaller share or a narrower condition, bound the followed tables with max_rows, or make a full data clone.")));
+		sbx_kept_too_many(c->m);
 	if (followed)
 		c->nfollowed[i]++;
 	if (next->n == next->cap)
@@ -210,12 +217,13 @@ sbx_keep_row(SbxClosure *c, int i, const char *leaf, const char *tid, bool follo
 	next->rows[next->n++] = key.row;
 }
 
-/* The rows of a query, (tableoid, ctid), kept as rows of table i. */
+/* The rows of a query, (tableoid, ctid), kept as rows of table i; the query is freed. */
 static void
-sbx_keep_result(SbxClosure *c, int i, const char *sql, bool followed)
+sbx_keep_result(SbxClosure *c, int i, char *sql, bool followed)
 {
 	PGresult   *res = sbx_reader_exec(c->m, sql, 0, NULL, PGRES_TUPLES_OK);
 
+	pfree(sql);
 	for (int r = 0; r < PQntuples(res); r++)
 		sbx_keep_row(c, i, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), followed);
 	PQclear(res);
@@ -301,14 +309,32 @@ sbx_seed(SbxClosure *c, int i)
 
 	PQclear(sbx_reader_exec(c->m,
 							psprintf("DECLARE sbx_seed_rows NO SCROLL CURSOR FOR"
-									 " SELECT tableoid, ctid FROM %s WHERE %s",
-									 node->from, sbx_seed_where(node)),
+									 " SELECT tableoid, ctid FROM %s%s WHERE %s",
+									 node->from,
+									 /* a share hashes the whole row without a key */
+									 sbx_subset_share(node->seed->condition) >= 0 ? " sbx_s" : "",
+									 sbx_seed_where(node)),
 							0, NULL, PGRES_COMMAND_OK));
 	for (;;)
 	{
-		PGresult   *res = sbx_reader_exec(c->m, "FETCH FORWARD 50000 FROM sbx_seed_rows",
-										  0, NULL, PGRES_TUPLES_OK);
-		int			n = PQntuples(res);
+		PGresult   *res = libpqsrv_exec(c->m->reader, "FETCH FORWARD 50000 FROM sbx_seed_rows",
+										PG_WAIT_EXTENSION);
+		int			n;
+
+		/* the source's message may quote the value of the row it failed on */
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			int			code = sbx_remote_sqlstate(res);
+
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("the subset condition of table %s fails on a row of source \"%s\"",
+							quote_qualified_identifier(node->schema, node->table), c->m->source),
+					 errdetail("SQLSTATE %s; the source's message is not shown, as it may quote the row's values.",
+							   unpack_sql_state(code))));
+		}
+		n = PQntuples(res);
 
 		for (int r = 0; r < n; r++)
 			sbx_keep_row(c, i, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), false);

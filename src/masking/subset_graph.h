@@ -54,6 +54,7 @@ typedef struct SbxKey
 	Oid			to_leaf;
 	char	   *from_sql;		/* what FROM names each end by: the */
 	char	   *to_sql;			/* partition itself for a partition's key */
+	bool		unsupported;	/* on a partition that is partitioned itself */
 	List	   *cols;			/* of 'from', quoted */
 	List	   *refcols;		/* of 'to', quoted */
 	List	   *ops;			/* to's column OPERATOR from's column */
@@ -63,6 +64,15 @@ typedef struct SbxKey
 extern char *sbx_key_match(const SbxKey *key, const char *b, const char *a);
 extern char *sbx_key_null(const SbxKey *key, const char *a);
 extern char *sbx_seed_where(const SbxNode *node);
+
+/*
+ * The most rows one reduced clone keeps of its kept and down tables: the
+ * clone worker holds each ctid in memory (about 100 bytes with its chunk's
+ * text).
+ */
+#define SBX_KEPT_MAX	5000000
+
+pg_noreturn extern void sbx_kept_too_many(SbxMasking *m);
 
 /* the kept rows' ctids, a chunk of tid[] at a time, by table (subset_closure.c) */
 typedef struct SbxChunker

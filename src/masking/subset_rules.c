@@ -126,14 +126,17 @@ sbx_column_refs_walker(Node *node, List **names)
 		ColumnRef  *ref = (ColumnRef *) node;
 		Node	   *last = llast(ref->fields);
 
-		if (IsA(last, String))
-			*names = lappend(*names, strVal(last));
+		/* t.* is every column of t */
+		*names = lappend(*names, IsA(last, String) ? strVal(last) : "*");
 		return false;
 	}
 	return raw_expression_tree_walker(node, sbx_column_refs_walker, (void *) names);
 }
 
-/* The names of the columns a condition refers to (unqualified). */
+/*
+ * The names of the columns a condition refers to (unqualified); "*" for a
+ * reference to every column.
+ */
 List *
 sbx_condition_columns(const char *condition)
 {
@@ -142,6 +145,17 @@ sbx_condition_columns(const char *condition)
 
 	(void) sbx_column_refs_walker(((ResTarget *) linitial(select->targetList))->val, &names);
 	return names;
+}
+
+/*
+ * Whether 'name', from a condition on table 'table', may read 'column': it
+ * is the column, or every column ("*", or the table's own name, which a
+ * condition reads as its whole row).
+ */
+bool
+sbx_condition_name_reads(const char *name, const char *table, const char *column)
+{
+	return strcmp(name, column) == 0 || strcmp(name, "*") == 0 || strcmp(name, table) == 0;
 }
 
 /*
@@ -184,7 +198,7 @@ sbx_condition_masked_column(const char *source, const char *schema, const char *
 
 		foreach(lc, columns)
 		{
-			if (strcmp(lfirst(lc), masked) == 0)
+			if (sbx_condition_name_reads(lfirst(lc), table, masked))
 				return masked;
 		}
 	}
@@ -210,7 +224,7 @@ sbx_check_mask_not_in_subset(const char *source, const char *schema, const char 
 			continue;
 		foreach(lc, sbx_condition_columns(condition))
 		{
-			if (strcmp(lfirst(lc), column) == 0)
+			if (sbx_condition_name_reads(lfirst(lc), table, column))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("cannot mask column \"%s\": the subset condition of table %s names it",

@@ -70,7 +70,7 @@ sbx_seed_where(const SbxNode *node)
 		where = psprintf("((pg_catalog.hashtext(%s::pg_catalog.text)::pg_catalog.int8"
 						 " OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.%%) 1000000)"
 						 " OPERATOR(pg_catalog.<) " INT64_FORMAT,
-						 node->pkey ? psprintf("ROW(%s)", node->pkey) : sbx_remote_quote_ident(node->table),
+						 node->pkey ? psprintf("ROW(%s)", node->pkey) : "ROW(sbx_s.*)",
 						 share);
 	}
 	return where;

@@ -221,6 +221,10 @@ is(rows_of($mconn, 'customers'), $expected{customers}, 'and the same rows');
 	q{SELECT pgsandbox.subset('shop', 'public.customers', $$email LIKE 'c1%'$$)});
 like($err, qr/subset condition for "public\.customers" names masked column "email"/,
 	'a condition may not name a masked column');
+($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT pgsandbox.subset('shop', 'public.customers', $$customers::text LIKE '%c1%'$$)});
+like($err, qr/subset condition for "public\.customers" names masked column "email"/,
+	'nor a condition that reads the whole row');
 sq(q{SELECT pgsandbox.unmask('shop', 'public.customers.email')});
 sq(q{SELECT pgsandbox.subset('shop', 'public.customers', $$email LIKE 'c1%' OR id > 0$$)});
 ($ret, $out, $err) = $node->psql('postgres',
@@ -256,6 +260,16 @@ foreach my $bad (
 ($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.unsubset('shop', 'public.regions')");
 like($err, qr/source "shop" has no subset rule for "public\.regions"/, 'unsubset() of no rule is refused');
 is(sq("SELECT count(*) FROM pgsandbox.source_rule"), $before, 'the refused rules changed nothing');
+
+# a condition that fails on a row: the error gives the SQLSTATE, not the
+# source's message, which would quote the row's value
+sq(q{SELECT pgsandbox.subset('shop', 'public.orders', $$(CASE WHEN id = 500 THEN 'secret-500' ELSE '1' END)::int > 0$$)});
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('shop', schema_only => false)");
+like($err, qr/the subset condition of table public\.orders fails on a row of source "shop".*SQLSTATE 22P02/s,
+	'a condition that fails on a row fails the clone, with the SQLSTATE');
+unlike($err . sq("SELECT coalesce(error, '') FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1"), qr/secret-500/,
+	'and no value of the row reaches the error');
+sq(q{SELECT pgsandbox.subset('shop', 'public.orders', 'id % 10 = 0')});
 
 # rules that contradict each other fail the clone, naming both
 sq(q{SELECT pgsandbox.exclude_data('shop', 'public.invoices_high')});
