@@ -19,8 +19,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# PGXS knows nothing of our headers: every object depends on them.
+# PGXS knows nothing of our headers: every object depends on them, and on
+# the private headers of its layer.
 $(OBJS): $(wildcard include/*.h)
+$(patsubst %.c,%.o,$(wildcard src/masking/*.c)): $(wildcard src/masking/*.h)
 src/api/suggest_masks.o src/masking/pii_detect.o src/masking/pii_masks.o: include/pii.h
 
 # describe_schema()'s catalog query is kept as SQL and compiled in as a C
