@@ -69,15 +69,6 @@ sub failed_clone
 	return $err;
 }
 
-# Set pgsandbox.bin_dir and wait until new processes see it.
-sub set_bin_dir
-{
-	my ($dir) = @_;
-	sq("ALTER SYSTEM SET pgsandbox.bin_dir = '$dir'");
-	sq("SELECT pg_reload_conf()");
-	ok(wait_until(sub { sq("SHOW pgsandbox.bin_dir") eq $dir }), "pgsandbox.bin_dir is '$dir'");
-	return;
-}
 
 $node->safe_psql('postgres', qq{
 CREATE ROLE ada IN ROLE pgsandbox_admin;
@@ -216,25 +207,12 @@ for my $source ('app2', 'app2role')
 # ---------------------------------------------------------------------
 # an archive holding a masked table's rows fails the clone
 # ---------------------------------------------------------------------
-my $wrap = PostgreSQL::Test::Utils::tempdir();
-chmod 0755, $wrap;
-open my $fh, '>', "$wrap/pg_dump" or die $!;
-print $fh qq{#!/bin/sh
-# a pg_dump that leaves out no table's rows, whatever it is told
-for a in "\$\@"; do
-	shift
-	case "\$a" in --exclude-table-data=*) ;; *) set -- "\$\@" "\$a" ;; esac
-done
-exec '$bindir/pg_dump' "\$\@"
-};
-close $fh;
-chmod 0755, "$wrap/pg_dump";
-symlink("$bindir/pg_restore", "$wrap/pg_restore") or die $!;
-set_bin_dir($wrap);
+my $wrap = pg_dump_keeping_all_rows($node);
+set_bin_dir($node, $wrap);
 like(failed_clone('app2', 'an archive with the rows of a masked table'),
 	qr/the source's archive holds the rows of a table that (masking rules public\.people\.email|exclude_data rule "public\.secrets_\*") cover/,
 	'the clone fails before restoring, naming the rule');
-set_bin_dir('');
+set_bin_dir($node, '');
 
 # ---------------------------------------------------------------------
 # the masked table's schema renamed during the clone, a view in its place
@@ -251,7 +229,7 @@ sq(q{SELECT pgsandbox.mask('app3', 'crm.people.email', $$'x' || id$$)});
 my $swap_wrap = PostgreSQL::Test::Utils::tempdir();
 chmod 0755, $swap_wrap;
 my ($host, $port) = ($node->host, $node->port);
-open $fh, '>', "$swap_wrap/pg_restore" or die $!;
+open my $fh, '>', "$swap_wrap/pg_restore" or die $!;
 print $fh qq{#!/bin/sh
 # before the data section: the source's owner swaps the masked table for a
 # view that shows the real email under a column no rule masks
@@ -267,11 +245,11 @@ exec '$bindir/pg_restore' "\$\@"
 close $fh;
 chmod 0755, "$swap_wrap/pg_restore";
 symlink("$bindir/pg_dump", "$swap_wrap/pg_dump") or die $!;
-set_bin_dir($swap_wrap);
+set_bin_dir($node, $swap_wrap);
 like(failed_clone('app3', 'a schema swapped during the clone'),
 	qr/table crm\.people of source "app3" was replaced during the clone/,
 	'the swap is seen, and the clone fails');
-set_bin_dir('');
+set_bin_dir($node, '');
 is($node->safe_psql('app3', q{SELECT count(*) FROM pg_views WHERE schemaname = 'crm'}), '1',
 	'the swap did happen in the source');
 

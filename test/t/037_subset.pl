@@ -283,29 +283,8 @@ sq(q{SELECT pgsandbox.include_data('shop', 'public.invoices_high')});
 # the archive check: the rows of a reduced table in pg_dump's archive fail
 # the clone before anything is restored (a pg_dump that ignores exclusions)
 # ---------------------------------------------------------------------------
-my $bindir = $node->config_data('--bindir');
-my $wrap = PostgreSQL::Test::Utils::tempdir();
-chmod 0755, $wrap;
-open my $fh, '>', "$wrap/pg_dump" or die $!;
-print $fh qq{#!/bin/sh
-# a pg_dump that leaves out no table's rows, whatever it is told
-for a in "\$\@"; do
-	shift
-	case "\$a" in --exclude-table-data=*) ;; *) set -- "\$\@" "\$a" ;; esac
-done
-exec '$bindir/pg_dump' "\$\@"
-};
-close $fh;
-chmod 0755, "$wrap/pg_dump";
-symlink("$bindir/pg_restore", "$wrap/pg_restore") or die $!;
-sub set_bin_dir
-{
-	my ($dir) = @_;
-	sq("ALTER SYSTEM SET pgsandbox.bin_dir = '$dir'");
-	sq("SELECT pg_reload_conf()");
-	ok(wait_until(sub { sq("SHOW pgsandbox.bin_dir") eq $dir }), "pgsandbox.bin_dir is '$dir'");
-}
-set_bin_dir($wrap);
+my $wrap = pg_dump_keeping_all_rows($node);
+set_bin_dir($node, $wrap);
 my $rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
 ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('shop', schema_only => false)");
 like($err, qr/the source's archive holds the rows of a table that subset rules cover/,
@@ -313,7 +292,7 @@ like($err, qr/the source's archive holds the rows of a table that subset rules c
 is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1)"
 	  . " FROM pgsandbox.sandbox"), '1 failed', 'and leaves only its failed row');
 is(untracked_sandboxes($node), '0', 'and no database or role');
-set_bin_dir('');
+set_bin_dir($node, '');
 
 # ---------------------------------------------------------------------------
 # snapshots and pools hold the subset; a change of rules retires them

@@ -26,6 +26,7 @@ our @EXPORT = qw(
   check_clone_cleaned_up processes_matching
   tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
+  set_bin_dir pg_dump_keeping_all_rows
 );
 
 # The nodes made by sandbox_node, for the watchdog below
@@ -398,6 +399,41 @@ sub replace_password
 	my ($conninfo, $password) = @_;
 	(my $c = $conninfo) =~ s/password=\S+/password=$password/;
 	return $c;
+}
+
+# Set pgsandbox.bin_dir and wait until new processes see it.
+sub set_bin_dir
+{
+	my ($node, $dir) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET pgsandbox.bin_dir = '$dir'");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	ok(wait_until(sub { $node->safe_psql('postgres', 'SHOW pgsandbox.bin_dir') eq $dir }),
+		"pgsandbox.bin_dir is '$dir'");
+	return;
+}
+
+# A directory for pgsandbox.bin_dir whose pg_dump leaves out no table's
+# rows, whatever it is told (--exclude-table-data is dropped), and whose
+# pg_restore is the node's: for the checks of the archive's contents.
+sub pg_dump_keeping_all_rows
+{
+	my ($node) = @_;
+	my $bindir = $node->config_data('--bindir');
+	my $wrap = PostgreSQL::Test::Utils::tempdir();
+	chmod 0755, $wrap;
+	open my $fh, '>', "$wrap/pg_dump" or die $!;
+	print $fh qq{#!/bin/sh
+# a pg_dump that leaves out no table's rows, whatever it is told
+for a in "\$\@"; do
+	shift
+	case "\$a" in --exclude-table-data=*) ;; *) set -- "\$\@" "\$a" ;; esac
+done
+exec '$bindir/pg_dump' "\$\@"
+};
+	close $fh;
+	chmod 0755, "$wrap/pg_dump";
+	symlink("$bindir/pg_restore", "$wrap/pg_restore") or die $!;
+	return $wrap;
 }
 
 1;
