@@ -180,9 +180,11 @@ my $total = floor(5.5 * $e_mb);
 my $per_sandbox = ceil(1.5 * $e_mb);
 note sprintf('a sandbox takes %.1f MB: budgets of %d MB per owner, %d MB in all, %d MB per sandbox',
 	$e_mb, $per_owner, $total, $per_sandbox);
+# max_sandbox_size is set once the sandbox has grown (below): a measure
+# taken while the statement that grows it still runs would end that session
+# and roll the statement back
 $node->append_conf('postgresql.conf',
-	"pgsandbox.max_size_per_owner = '${per_owner}MB'\npgsandbox.max_total_size = '${total}MB'\n"
-	  . "pgsandbox.max_sandbox_size = '${per_sandbox}MB'\n");
+	"pgsandbox.max_size_per_owner = '${per_owner}MB'\npgsandbox.max_total_size = '${total}MB'\n");
 $node->restart;
 
 sub counts
@@ -214,11 +216,20 @@ like($err, qr/DETAIL:  It needs about \d+ MB; pgsandbox's databases take \d+ MB 
 	'with the figures');
 is(counts(), $before, 'and leaves nothing behind');
 
-# a sandbox growing past max_sandbox_size turns read-only
-my $grower = start_psql($node, $a1_conninfo,
-	'CREATE SEQUENCE grow_seq',
-	'CREATE TABLE grow AS SELECT g, repeat(md5(g::text), 8) AS x FROM generate_series(1, 25000) g',
-	'SELECT pg_sleep(60)');
+# a sandbox grown past max_sandbox_size turns read-only: it grows, with
+# the growth committed, while a session of its role stays open, and then the
+# limit is set
+($ret, $out, $err) = sandbox_psql($node, $a1_conninfo,
+	"CREATE SEQUENCE grow_seq;\n"
+	  . "CREATE TABLE grow AS SELECT g, repeat(md5(g::text), 8) AS x FROM generate_series(1, 25000) g");
+is($ret, 0, 'the sandbox grows') or diag $err;
+my $grower = start_psql($node, $a1_conninfo, q{SELECT pg_sleep(60) FROM pg_class WHERE relname = 'grow'});
+is(poll_value($node,
+		"SELECT count(*) FROM pg_stat_activity WHERE datname = '$a1_name' AND query LIKE 'SELECT pg_sleep(60)%'",
+		'1', 60),
+	'1', 'a session of its role is open in it');
+$node->append_conf('postgresql.conf', "pgsandbox.max_sandbox_size = '${per_sandbox}MB'\n");
+$node->reload;
 ok(wait_for_event($node, $a1_name, 'read_only'), 'a sandbox that grew past max_sandbox_size is made read-only');
 like(
 	$node->safe_psql('postgres', "SELECT detail FROM pgsandbox.events WHERE sandbox = '$a1_name' AND action = 'read_only'"),
