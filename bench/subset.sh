@@ -5,12 +5,15 @@
 # source (clone() through a dump), the manual pipeline (createdb + pg_dump
 # -Fc | pg_restore) and CREATE DATABASE ... TEMPLATE.  See bench/README.md.
 #
-# The source is pgbench -s SCALE made with --foreign-keys.  Two sources name
-# it: "full", without rules, and "reduced", with subset('pgbench_accounts',
-# '1%'): the branches of the kept accounts are kept (up), the tellers and
-# history rows that refer to them (down).  RUNS rounds each time, in a
-# rotating order:
-#   reduced   clone('reduced', schema_only => false)
+# The source is pgbench -s SCALE made with --foreign-keys.  Three sources
+# name it: "full", without rules, "reduced", with subset('pgbench_accounts',
+# '1%'), and "pages", with subset('pgbench_accounts', '1% of pages'): the
+# branches of the kept accounts are kept (up), the tellers and history rows
+# that refer to them (down).  RUNS rounds each time, in a rotating order:
+#   reduced   clone('reduced', schema_only => false): 1% of the rows, by a
+#             hash of the key, which reads every row of pgbench_accounts
+#   pages     clone('pages', schema_only => false): the rows of 1% of the
+#             pages (TABLESAMPLE SYSTEM), which reads those pages only
 #   full      clone('full', schema_only => false)
 #   schema    clone('full'): a schema-only clone, the floor of any clone
 #   manual    createdb, then pg_dump -Fc | pg_restore
@@ -73,8 +76,10 @@ as_pg psql -X -q -d bench -c "VACUUM ANALYZE"
 q "SELECT pgsandbox.add_source('full', 'dbname=bench', allow_data => true)" >/dev/null
 q "SELECT pgsandbox.add_source('reduced', 'dbname=bench', allow_data => true)" >/dev/null
 q "SELECT pgsandbox.subset('reduced', 'public.pgbench_accounts', '1%')" >/dev/null
+q "SELECT pgsandbox.add_source('pages', 'dbname=bench', allow_data => true)" >/dev/null
+q "SELECT pgsandbox.subset('pages', 'public.pgbench_accounts', '1% of pages')" >/dev/null
 
-declare -a t_reduced t_full t_schema t_manual t_template s_reduced s_full
+declare -a t_reduced t_pages t_full t_schema t_manual t_template s_reduced s_pages s_full
 clone_time() {
 	local source=$1 schema_only=${2:-false} start name
 	q "CHECKPOINT" >/dev/null
@@ -83,8 +88,8 @@ clone_time() {
 	echo "$(elapsed "$start") $(q "SELECT pg_database_size('$name')") $name"
 }
 for ((r = 0; r < RUNS; r++)); do
-	for k in 0 1 2 3 4; do
-		case $(((k + r) % 5)) in
+	for k in 0 1 2 3 4 5; do
+		case $(((k + r) % 6)) in
 		0)
 			read -r secs size name < <(clone_time reduced)
 			t_reduced+=("$secs"); s_reduced+=("$size")
@@ -107,6 +112,11 @@ for ((r = 0; r < RUNS; r++)); do
 			q "CREATE DATABASE templ TEMPLATE bench" >/dev/null
 			t_template+=("$(elapsed "$start")")
 			q "DROP DATABASE templ" >/dev/null ;;
+		5)
+			read -r secs size name < <(clone_time pages)
+			t_pages+=("$secs"); s_pages+=("$size")
+			[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/pages_event.txt"
+			q "SELECT pgsandbox.drop('$name')" >/dev/null ;;
 		4)
 			read -r secs size name < <(clone_time full true)
 			t_schema+=("$secs")
@@ -128,17 +138,24 @@ ratios() {
 	echo "# bench/subset.sh, $(date -u +%Y-%m-%dT%H:%MZ), PostgreSQL $(q 'SHOW server_version'), pgbench -s $SCALE --foreign-keys, $RUNS rounds"
 	echo "source size: $(q "SELECT pg_size_pretty(pg_database_size('bench'))")"
 	printf '%-10s %10s\n' step "median s"
-	printf '%-10s %10.2f\n' reduced "$(median "${t_reduced[@]}")" full "$(median "${t_full[@]}")" \
+	printf '%-10s %10.2f\n' reduced "$(median "${t_reduced[@]}")" pages "$(median "${t_pages[@]}")" \
+		full "$(median "${t_full[@]}")" \
 		schema "$(median "${t_schema[@]}")" manual "$(median "${t_manual[@]}")" \
 		template "$(median "${t_template[@]}")"
 	printf 'reduced / full clone:   %.3fx time (median of per-round ratios)\n' "$(ratios t_reduced t_full)"
+	printf 'pages / full clone:     %.3fx time (median of per-round ratios)\n' "$(ratios t_pages t_full)"
 	printf 'reduced / manual:       %.3fx time\n' "$(ratios t_reduced t_manual)"
+	printf 'pages / manual:         %.3fx time\n' "$(ratios t_pages t_manual)"
 	printf 'reduced / template:     %.3fx time\n' "$(ratios t_reduced t_template)"
 	printf 'schema-only / full:     %.3fx time (the floor a reduced clone stands on)\n' "$(ratios t_schema t_full)"
 	printf 'reduced / full clone:   %.3fx disk (%s against %s bytes, medians)\n' \
 		"$(echo "$(median "${s_reduced[@]}") / $(median "${s_full[@]}")" | bc -l)" \
 		"$(median "${s_reduced[@]}")" "$(median "${s_full[@]}")"
+	printf 'pages / full clone:     %.3fx disk (%s against %s bytes, medians)\n' \
+		"$(echo "$(median "${s_pages[@]}") / $(median "${s_full[@]}")" | bc -l)" \
+		"$(median "${s_pages[@]}")" "$(median "${s_full[@]}")"
 	echo "ready event of the first reduced clone: $(cat "$tmp/reduced_event.txt")"
+	echo "ready event of the first pages clone: $(cat "$tmp/pages_event.txt")"
 } | tee "$out"
 
 # pagila: 10% of the customers, with their rentals and payments
@@ -171,12 +188,14 @@ fi
 as_pg psql -X -q -d postgres -c "ALTER DATABASE bench SET session_preload_libraries = 'auto_explain'" \
 	-c "ALTER DATABASE bench SET auto_explain.log_min_duration = 0" \
 	-c "ALTER DATABASE bench SET auto_explain.log_nested_statements = on"
-from=$(wc -l <"$tmp/server.log")
-name=$(q "SELECT name FROM pgsandbox.clone('reduced', schema_only => false)")
-q "SELECT pgsandbox.drop('$name')" >/dev/null
-{
-	echo "plans on the source (auto_explain): the seed's cursor, a round's step from pgbench_accounts, the down tables' cursor, the COPY of pgbench_accounts' kept rows"
-	tail -n +"$from" "$tmp/server.log" |
-		awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_seed_rows|Query Text: SELECT DISTINCT b.tableoid, b.ctid FROM ONLY public.pgbench_accounts|Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY public.pgbench_accounts WHERE/ {p = 1; print held} p' |
-		sed -E 's/(Query Text: .{160}).*/\1 .../' | head -80
-} | tee -a "$out"
+for src in reduced pages; do
+	from=$(wc -l <"$tmp/server.log")
+	name=$(q "SELECT name FROM pgsandbox.clone('$src', schema_only => false)")
+	q "SELECT pgsandbox.drop('$name')" >/dev/null
+	{
+		echo "plans on the source for a clone of \"$src\" (auto_explain): the seed's cursor, a round's step from pgbench_accounts, the down tables' cursor, the COPY of pgbench_accounts' kept rows"
+		tail -n +"$from" "$tmp/server.log" |
+			awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_seed_rows|Query Text: SELECT DISTINCT b.tableoid, b.ctid FROM ONLY "public"."pgbench_accounts"|Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY "public"."pgbench_accounts" WHERE/ {p = 1; print held} p' |
+			sed -E 's/(Query Text: .{160}).*/\1 .../' | head -80
+	} | tee -a "$out"
+done

@@ -63,6 +63,8 @@ typedef struct SbxMasking
 	int			ncolumns;		/* mask rules */
 	int			nreduced;		/* tables reduced */
 	List	   *notes;			/* what the subset left out, for the event */
+	struct HTAB *subset_nodes;	/* a reduced clone's tables, until
+								 * sbx_subset_compute finds their rows */
 } SbxMasking;
 
 /* a table whose rows pg_dump must not copy, and the rules that say so */
@@ -112,12 +114,13 @@ extern PGresult *sbx_plan_rule(PGconn *conn, const char *sql, const char *what,
 							   const char *target, const char *source);
 
 /* subset rules (subset_rules.c) and the rows they keep (subset.c) */
-extern int64 sbx_subset_share(const char *condition);
+extern int64 sbx_subset_share(const char *condition, bool *of_pages);
 extern List *sbx_condition_columns(const char *condition);
 extern bool sbx_condition_name_reads(const char *name, const char *table, const char *column);
 extern void sbx_check_mask_not_in_subset(const char *source, const char *schema,
 										 const char *table, const char *column);
 extern void sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids);
+extern void sbx_subset_compute(SbxMasking *m);
 extern char *sbx_subset_summary(const SbxMasking *m);
 
 /* the key masking expressions may hash with (mask_key.c) */

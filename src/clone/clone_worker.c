@@ -26,8 +26,9 @@
  * A data clone of a source with masking rules (masking.c) reads the source
  * in one exported snapshot: pg_dump leaves out the rows of masked and
  * excluded tables (and the archive is checked to hold none of them before
- * anything is restored), the restore runs section by section, and the
- * masked rows are copied between its data and post-data sections.
+ * anything is restored), the restore runs in two parts, pre-data with data
+ * then post-data, and the masked rows are copied in between.  A reduced
+ * clone's rows are found on the source while pg_dump runs.
  *
  * A copy of a snapshot needs none of that, and takes two clone workers.
  * The first, connected to pgsandbox.database, runs CREATE DATABASE ...
@@ -323,9 +324,10 @@ sbx_dump_argv(const char *archive, const char *section, List *extra)
 
 /* pg_restore's arguments; the login is in its environment */
 static char **
-sbx_restore_argv(const char *list, const char *archive, const char *section)
+sbx_restore_argv(const char *list, const char *archive, const char *section,
+				 const char *section2)
 {
-	const char *args[16];
+	const char *args[17];
 	int			n = 0;
 
 	args[n++] = sbx_program("pg_restore");
@@ -344,6 +346,10 @@ sbx_restore_argv(const char *list, const char *archive, const char *section)
 		args[n++] = psprintf("--use-list=%s", list);
 	if (section)
 		args[n++] = psprintf("--section=%s", section);
+	if (section2)
+		args[n++] = psprintf("--section=%s", section2);
+	if (section2)
+		args[n++] = psprintf("--section=%s", section2);
 	if (archive)
 		args[n++] = archive;
 	args[n] = NULL;
@@ -390,7 +396,7 @@ sbx_stream(char **dump_env, char **restore_env)
 					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
 	close(pipefd[1]);
-	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL, NULL),
+	sbx_child_start(&sbx_children[1], "pg_restore", sbx_restore_argv(NULL, NULL, NULL, NULL),
 					restore_env, pipefd[0], -1);
 	sbx_nchildren = 2;
 	close(pipefd[0]);
@@ -471,11 +477,17 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	list = psprintf("%s/restore.toc", sbx_archive_dir);
 
 	sbx_phase(SBX_PHASE_DUMPING, -1);
-	sbx_run_child("pg_dump",
-				  sbx_dump_argv(archive, NULL,
-								masking ? sbx_masking_dump_options(masking) : NIL),
-				  dump_env, -1,
-				  psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
+	sbx_child_start(&sbx_children[0], "pg_dump",
+					sbx_dump_argv(archive, NULL,
+								  masking ? sbx_masking_dump_options(masking) : NIL),
+					dump_env, -1, -1);
+	sbx_nchildren = 1;
+	/* the rows a reduced clone keeps are found while pg_dump writes */
+	if (masking)
+		sbx_subset_compute(masking);
+	sbx_children_wait(sbx_children, 1);
+	sbx_check_child(&sbx_children[0], psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
+	sbx_nchildren = 0;
 
 	fd = open(toc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
 	if (fd < 0)
@@ -499,18 +511,15 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 
 	sbx_phase(SBX_PHASE_RESTORING, -1);
 	if (masking == NULL)
-		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, NULL), restore_env, -1,
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, NULL, NULL), restore_env, -1,
 					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 	else
 	{
-		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "pre-data"),
-					  restore_env, -1,
-					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
-		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "data"),
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "pre-data", "data"),
 					  restore_env, -1,
 					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 		sbx_copy_masked_rows(masking);
-		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "post-data"),
+		sbx_run_child("pg_restore", sbx_restore_argv(list, archive, "post-data", NULL),
 					  restore_env, -1,
 					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 	}

@@ -81,7 +81,12 @@ sbx_read_nodes(SbxMasking *m, List *excluded_oids)
 						  "          FROM pg_catalog.pg_index i"
 						  "          JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid"
 						  "                                        AND a.attnum = ANY (i.indkey)"
-						  "         WHERE i.indrelid = c.oid AND i.indisprimary)"
+						  "         WHERE i.indrelid = c.oid AND i.indisprimary),"
+						  "       (SELECT a.atttypid"
+						  "          FROM pg_catalog.pg_index i"
+						  "          JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid"
+						  "                                        AND a.attnum = i.indkey[0]"
+						  "         WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1)"
 						  "  FROM pg_catalog.pg_class c"
 						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
 						  " WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition"
@@ -100,6 +105,8 @@ sbx_read_nodes(SbxMasking *m, List *excluded_oids)
 		node->from = node->partitioned ? sql_name : psprintf("ONLY %s", sql_name);
 		node->extension = PQgetvalue(res, i, 4)[0] == 't';
 		node->pkey = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
+		node->pkey_hash = PQgetisnull(res, i, 6) ? NULL :
+			sbx_key_hash_function(atooid(PQgetvalue(res, i, 6)));
 		node->cls = list_member_oid(excluded_oids, relid) ? SBX_NODE_EXCLUDED : SBX_NODE_WHOLE;
 		node->seed = node->follow = NULL;
 		node->out = NIL;
@@ -193,7 +200,11 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 	res = sbx_reader_exec(m,
 						  psprintf("SELECT k.oid, k.conname, k.conrelid, k.confrelid,"
 						  "       pg_catalog.quote_ident(a.attname), pg_catalog.quote_ident(b.attname),"
-						  "       pg_catalog.format('OPERATOR(%%I.%%s)', on_.nspname, o.oprname)"
+						  "       pg_catalog.format('OPERATOR(%%I.%%s)', on_.nspname, o.oprname),"
+						  "       (SELECT pg_catalog.format('COLLATE %%I.%%I ', cn.nspname, co.collname)"
+						  "          FROM pg_catalog.pg_collation co"
+						  "          JOIN pg_catalog.pg_namespace cn ON cn.oid = co.collnamespace"
+						  "         WHERE co.oid = b.attcollation AND a.attcollation <> b.attcollation)"
 						  "  FROM pg_catalog.pg_constraint k,"
 						  "       LATERAL ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey),"
 						  "                          pg_catalog.unnest(k.conpfeqop))"
@@ -242,7 +253,12 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 			continue;
 		key->cols = lappend(key->cols, pstrdup(PQgetvalue(res, i, 4)));
 		key->refcols = lappend(key->refcols, pstrdup(PQgetvalue(res, i, 5)));
-		key->ops = lappend(key->ops, pstrdup(PQgetvalue(res, i, 6)));
+		/*
+		 * Columns of different collations compare in the referenced
+		 * column's, as the key's own checks do: "COLLATE x OPERATOR(...)"
+		 */
+		key->ops = lappend(key->ops, psprintf("%s%s", PQgetvalue(res, i, 7),
+											  PQgetvalue(res, i, 6)));
 	}
 	PQclear(res);
 }
@@ -281,7 +297,7 @@ sbx_check_condition(SbxMasking *m, const SbxSubsetRule *rule)
 {
 	ListCell   *lc;
 
-	if (sbx_subset_share(rule->condition) >= 0)
+	if (sbx_subset_share(rule->condition, NULL) >= 0)
 		return;
 	if (!rule->trusted)
 		sbx_check_rule_rights(rule->condition, "subset condition");
@@ -605,7 +621,7 @@ sbx_check_leaf_masks(SbxMasking *m, const SbxNode *node, const SbxMaskedTable *l
 {
 	ListCell   *lr;
 
-	if (sbx_subset_share(node->seed->condition) >= 0)
+	if (sbx_subset_share(node->seed->condition, NULL) >= 0)
 		return;
 	foreach(lr, leaf->rules)
 	{
@@ -757,28 +773,48 @@ sbx_fetch_down_rows(SbxMasking *m, HTAB *nodes, const char *with)
 
 /*
  * Resolve the subset rules in the reader's snapshot: sort the source's
- * tables, write the WITH clause that computes the kept rows, and have the
- * reader copy every reduced table.  Without a subset rule (follow rules
+ * tables and have the reader copy every reduced table, whose rows
+ * sbx_subset_compute then finds.  Without a subset rule (follow rules
  * alone), nothing is reduced.
  */
 void
 sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 {
 	HTAB	   *nodes = sbx_read_nodes(m, excluded_oids);
-	StringInfoData with;
 
 	sbx_read_keys(m, nodes);
 	if (!sbx_classify(m, nodes, subsets))
+	{
+		hash_destroy(nodes);
 		return;
+	}
 	sbx_check_keys(m, nodes);
 	/* locked before any row is read */
 	sbx_add_reduced_leaves(m, nodes, excluded_oids);
+	m->subset_nodes = nodes;
+}
+
+/*
+ * Find the rows a reduced clone keeps, in the reader's snapshot: the kept
+ * tables' closure, then the down tables' rows.  The clone worker calls it
+ * while pg_dump runs, in the same snapshot, on its own connection.
+ */
+void
+sbx_subset_compute(SbxMasking *m)
+{
+	HTAB	   *nodes = m->subset_nodes;
+	StringInfoData with;
+
+	if (nodes == NULL)
+		return;
 	initStringInfo(&with);
 	appendStringInfoString(&with, "WITH RECURSIVE sbx_start AS (SELECT)");
 	sbx_closure_compute(m, nodes, &with);
 	sbx_write_down_tables(m, &with, nodes);
 	sbx_fetch_down_rows(m, nodes, with.data);
+	pfree(with.data);
 	hash_destroy(nodes);
+	m->subset_nodes = NULL;
 }
 
 /* What the subset did, for the 'ready' event: rows kept of each table. */

@@ -309,11 +309,8 @@ sbx_seed(SbxClosure *c, int i)
 
 	PQclear(sbx_reader_exec(c->m,
 							psprintf("DECLARE sbx_seed_rows NO SCROLL CURSOR FOR"
-									 " SELECT tableoid, ctid FROM %s%s WHERE %s",
-									 node->from,
-									 /* a share hashes the whole row without a key */
-									 sbx_subset_share(node->seed->condition) >= 0 ? " sbx_s" : "",
-									 sbx_seed_where(node)),
+									 " SELECT tableoid, ctid FROM %s WHERE %s",
+									 sbx_seed_from(node), sbx_seed_where(node)),
 							0, NULL, PGRES_COMMAND_OK));
 	for (;;)
 	{

@@ -34,6 +34,7 @@ typedef struct SbxNode
 	const SbxSubsetRule *seed;	/* its subset rule, if any */
 	const SbxSubsetRule *follow;	/* its follow rule, if any */
 	char	   *pkey;			/* its primary key's columns, or NULL */
+	const char *pkey_hash;		/* a one-column key's hash function, or NULL */
 	List	   *out;			/* SbxKey from it */
 	bool		ordered;		/* down: its CTE is written */
 	bool		keeps_none;		/* down: in a cycle, keeps no row */
@@ -57,12 +58,14 @@ typedef struct SbxKey
 	bool		unsupported;	/* on a partition that is partitioned itself */
 	List	   *cols;			/* of 'from', quoted */
 	List	   *refcols;		/* of 'to', quoted */
-	List	   *ops;			/* to's column OPERATOR from's column */
+	List	   *ops;			/* to's column [COLLATE x] OPERATOR from's column */
 } SbxKey;
 
 /* SQL over a key and a seed (subset_sql.c) */
 extern char *sbx_key_match(const SbxKey *key, const char *b, const char *a);
 extern char *sbx_key_null(const SbxKey *key, const char *a);
+extern const char *sbx_key_hash_function(Oid typid);
+extern char *sbx_seed_from(const SbxNode *node);
 extern char *sbx_seed_where(const SbxNode *node);
 
 /*

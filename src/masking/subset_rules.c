@@ -68,19 +68,39 @@ sbx_parse_table_target(const char *target, char **schema, char **table,
  * If 'condition' is a share of rows (it ends with '%': '1%', '0.25%'), that
  * share in millionths of the rows (10000 for 1%), or -2 if it is not a
  * valid one: a share is more than 0 and at most 100%, with at most four
- * decimals.  -1 for a condition.
+ * decimals.  -1 for a condition.  A share "of pages" ('1% of pages')
+ * samples the table's pages instead of its rows: *of_pages (if not NULL)
+ * says which.
  */
 int64
-sbx_subset_share(const char *condition)
+sbx_subset_share(const char *condition, bool *of_pages)
 {
 	const char *p = condition + strspn(condition, " ");
 	const char *end = condition + strlen(condition);
 	int64		whole = 0;
 	int64		frac = 0;
 	int			decimals = 0;
+	bool		pages = false;
 
+	if (of_pages)
+		*of_pages = false;
 	while (end > p && end[-1] == ' ')
 		end--;
+	/* "... of pages", in any case, the words apart */
+	if (end - p > 9 && pg_strncasecmp(end - 5, "pages", 5) == 0 && end[-6] == ' ')
+	{
+		const char *w = end - 6;
+
+		while (w > p && w[-1] == ' ')
+			w--;
+		if (w - p > 3 && pg_strncasecmp(w - 2, "of", 2) == 0 && w[-3] == ' ')
+		{
+			end = w - 3;
+			while (end > p && end[-1] == ' ')
+				end--;
+			pages = true;
+		}
+	}
 	if (end == p || end[-1] != '%')
 		return -1;
 	end--;
@@ -112,6 +132,8 @@ sbx_subset_share(const char *condition)
 		frac *= 10;
 	if ((whole == 100 && frac > 0) || (whole == 0 && frac == 0))
 		return -2;
+	if (of_pages)
+		*of_pages = pages;
 	return whole * 10000 + frac;
 }
 
@@ -220,7 +242,7 @@ sbx_check_mask_not_in_subset(const char *source, const char *schema, const char 
 		char	   *condition = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
 		ListCell   *lc;
 
-		if (sbx_subset_share(condition) >= 0)
+		if (sbx_subset_share(condition, NULL) >= 0)
 			continue;
 		foreach(lc, sbx_condition_columns(condition))
 		{
@@ -352,12 +374,12 @@ pgsandbox_subset(PG_FUNCTION_ARGS)
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	sbx_parse_table_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &schema, &table, &normalized);
 	condition = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	share = sbx_subset_share(condition);
+	share = sbx_subset_share(condition, NULL);
 	if (share == -2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid share of rows \"%s\"", condition),
-				 errdetail("A share is more than 0%% and at most 100%%, with at most four decimals.")));
+				 errdetail("A share is more than 0%% and at most 100%%, with at most four decimals, of the rows ('1%%') or of the pages ('1%% of pages').")));
 	if (share < 0)
 	{
 		sbx_check_expression_syntax(condition, SBX_SUBSET_CONDITION);

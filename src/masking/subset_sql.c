@@ -3,12 +3,13 @@
  * subset_sql.c
  *	  The SQL a reduced clone sends its source about a foreign key (a join
  *	  of its two ends, its rows that refer to nothing) and about a seed's
- *	  rule (the WHERE clause of the rows it chooses).
+ *	  rule (the FROM item and WHERE clause of the rows it chooses).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "pgsandbox.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
@@ -52,26 +53,76 @@ sbx_key_null(const SbxKey *key, const char *a)
 	return buf.data;
 }
 
-/* The WHERE clause of the rows a seed's rule chooses. */
+/*
+ * The hash function of the default hash operator class of a one-column
+ * primary key's type, for the types whose function is the server's own
+ * and hashes the value itself; NULL for others (the key's text is hashed).
+ * The OIDs of built-in types are the same on every server.
+ */
+const char *
+sbx_key_hash_function(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+			return "pg_catalog.hashint2";
+		case INT4OID:
+			return "pg_catalog.hashint4";
+		case INT8OID:
+			return "pg_catalog.hashint8";
+		case TEXTOID:
+		case VARCHAROID:
+			return "pg_catalog.hashtext";
+		case UUIDOID:
+			return "pg_catalog.uuid_hash";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * The FROM item of a seed's rows.  A condition reads the table by its own
+ * name; a share reads it as sbx_s.  A share of pages samples the table's
+ * pages, the same pages for the same table on disk.
+ */
+char *
+sbx_seed_from(const SbxNode *node)
+{
+	bool		of_pages;
+	int64		share = sbx_subset_share(node->seed->condition, &of_pages);
+
+	if (share < 0)
+		return node->from;
+	if (of_pages)
+		return psprintf("%s sbx_s TABLESAMPLE SYSTEM (" INT64_FORMAT ".%04d) REPEATABLE (0)",
+						node->from, share / 10000, (int) (share % 10000));
+	return psprintf("%s sbx_s", node->from);
+}
+
+/* The WHERE clause of the rows a seed's rule chooses, from sbx_seed_from. */
 char *
 sbx_seed_where(const SbxNode *node)
 {
-	int64		share = sbx_subset_share(node->seed->condition);
-	char	   *where;
+	bool		of_pages;
+	int64		share = sbx_subset_share(node->seed->condition, &of_pages);
+	char	   *hashed;
 
 	if (share < 0)
-		where = psprintf(SBX_MASK_EXPR_FORMAT, node->seed->condition);
+		return psprintf(SBX_MASK_EXPR_FORMAT, node->seed->condition);
+	if (of_pages)
+		return pstrdup("true");
+
+	/*
+	 * A stable choice: the same rows for the same keys, whatever their order
+	 * on disk, by the server's own hash of a one-column key's value, or of
+	 * the key's text (of the whole row without a key).
+	 */
+	if (node->pkey && node->pkey_hash)
+		hashed = psprintf("%s(sbx_s.%s)", node->pkey_hash, node->pkey);
 	else
-	{
-		/*
-		 * A stable choice: the same rows for the same keys, whatever their
-		 * order on disk, by the server's own hash of the key's text.
-		 */
-		where = psprintf("((pg_catalog.hashtext(%s::pg_catalog.text)::pg_catalog.int8"
-						 " OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.%%) 1000000)"
-						 " OPERATOR(pg_catalog.<) " INT64_FORMAT,
-						 node->pkey ? psprintf("ROW(%s)", node->pkey) : "ROW(sbx_s.*)",
-						 share);
-	}
-	return where;
+		hashed = psprintf("pg_catalog.hashtext(%s::pg_catalog.text)",
+						  node->pkey ? psprintf("ROW(%s)", node->pkey) : "ROW(sbx_s.*)");
+	return psprintf("((%s::pg_catalog.int8 OPERATOR(pg_catalog.&) 4294967295)"
+					" OPERATOR(pg_catalog.%%) 1000000) OPERATOR(pg_catalog.<) " INT64_FORMAT,
+					hashed, share);
 }

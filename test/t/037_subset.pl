@@ -115,10 +115,11 @@ DO $$ BEGIN
     EXIT WHEN NOT FOUND;
   END LOOP;
 END $$;
--- half the stores by the documented hash of the primary key's text; every staff
--- member of a kept store (follow); the stores of kept staff (up)
+-- half the stores by the documented hash of the primary key (an int: the
+-- server's hashint4); every staff member of a kept store (follow); the stores
+-- of kept staff (up)
 CREATE TABLE expect.stores AS SELECT id FROM stores
-  WHERE ((hashtext(ROW(id)::text)::int8 & 4294967295) % 1000000) < 500000;
+  WHERE ((hashint4(id)::int8 & 4294967295) % 1000000) < 500000;
 CREATE TABLE expect.staff (id int);
 DO $$ BEGIN
   LOOP
@@ -318,5 +319,57 @@ is((split /:/, rows_of($after_conn, 'orders'))[0], '50', 'a clone after the chan
 ok(wait_until(sub { sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap'") eq 'dropped' }, 90),
 	'the snapshot made under the old rules is retired and dropped');
 is(untracked_sandboxes($node), '0', 'nothing is left untracked');
+
+# ---------------------------------------------------------------------------
+# a share of pages: the rows on the pages TABLESAMPLE SYSTEM chooses; a
+# share of rows of a bigint key (hashint8), with the rows kept rows need
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', 'CREATE DATABASE visits');
+sub vq { return $node->safe_psql('visits', $_[0]); }
+# a key between columns of two collations (compared in the referenced one's)
+vq(q{
+CREATE TABLE urls (id bigint PRIMARY KEY, url text NOT NULL);
+CREATE TABLE tags (name text COLLATE "C" PRIMARY KEY);
+CREATE TABLE visits (id bigint PRIMARY KEY, url_id bigint NOT NULL REFERENCES urls, at timestamptz,
+	tag text COLLATE "POSIX" REFERENCES tags);
+INSERT INTO urls SELECT g, 'https://example.invalid/' || g || repeat('x', 40) FROM generate_series(1, 20000) g;
+INSERT INTO tags SELECT 'tag ' || g FROM generate_series(1, 300) g;
+INSERT INTO visits SELECT g, 1 + (g * 7919) % 20000, now(), 'tag ' || (1 + g % 300) FROM generate_series(1, 20000) g;
+VACUUM ANALYZE;
+});
+sq("SELECT pgsandbox.add_source('visits', 'dbname=visits', allow_data => true)");
+sq(q{SELECT pgsandbox.subset('visits', 'public.visits', ' 10 % OF  pages ')});
+sq(q{SELECT pgsandbox.subset('visits', 'public.urls', '5%')});
+my $sampled = q{SELECT id, url_id, tag FROM visits TABLESAMPLE SYSTEM (10) REPEATABLE (0)};
+my %vexpect = (
+	tags => vq("SELECT count(*) || ':' || md5(string_agg(id, ',' ORDER BY id)) FROM (SELECT DISTINCT tag AS id FROM ($sampled) s) t"),
+	visits => vq("SELECT count(*) || ':' || md5(string_agg(id::text, ',' ORDER BY id)) FROM ($sampled) s"),
+	urls => vq("SELECT count(*) || ':' || md5(string_agg(id::text, ',' ORDER BY id)) FROM ("
+		  . "SELECT url_id AS id FROM ($sampled) s UNION"
+		  . " SELECT id FROM urls WHERE ((hashint8(id)::int8 & 4294967295) % 1000000) < 50000) u"));
+my $vpages = vq("SELECT count(DISTINCT (v.ctid::text::point)[0]) || ' of ' || pg_relation_size('visits') / 8192"
+	  . " FROM ($sampled) s JOIN visits v USING (id)");
+my ($vcount) = split /:/, $vexpect{visits};
+ok($vcount > 500 && $vcount < 5000, "a tenth of the pages holds a part of the rows ($vcount, on $vpages pages)");
+my ($vs, $vconn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('visits', schema_only => false)");
+foreach my $t (sort keys %vexpect)
+{
+	my $id = $t eq 'tags' ? 'name' : 'id';
+	($ret, $out, $err) = sandbox_psql($node, $vconn,
+		"SELECT count(*) || ':' || md5(string_agg(${id}::text, ',' ORDER BY $id)) FROM $t");
+	is($out, $vexpect{$t}, "table $t keeps exactly the rows of the pages and of the share, and those they need")
+	  or diag $err;
+}
+($ret, $out, $err) = sandbox_psql($node, $vconn, 'SELECT count(*) FROM visits WHERE url_id NOT IN (SELECT id FROM urls)');
+is($out, '0', 'every visit\'s url is there');
+my (undef, $vconn2) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('visits', schema_only => false)");
+($ret, $out, $err) = sandbox_psql($node, $vconn2,
+	"SELECT count(*) || ':' || md5(string_agg(id::text, ',' ORDER BY id)) FROM visits");
+is($out, $vexpect{visits}, 'a second clone of the same source state keeps the same pages');
+foreach my $bad (q{'0% of pages'}, q{'100.5% of pages'}, q{'of pages'})
+{
+	($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.subset('visits', 'public.visits', $bad)");
+	like($err, qr/invalid share of rows|subset condition (must be|is not valid SQL)/, "subset(..., $bad) is refused");
+}
 
 done_testing();
