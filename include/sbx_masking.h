@@ -119,6 +119,8 @@ extern List *sbx_condition_columns(const char *condition);
 extern bool sbx_condition_name_reads(const char *name, const char *table, const char *column);
 extern void sbx_check_mask_not_in_subset(const char *source, const char *schema,
 										 const char *table, const char *column);
+extern void sbx_check_rule_ascii(PGconn *conn, const char *source, const char *what,
+								 const char *target, const char *expression);
 extern void sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids);
 extern void sbx_subset_compute(SbxMasking *m);
 extern char *sbx_subset_summary(const SbxMasking *m);

@@ -340,7 +340,8 @@ sbx_check_listed_functions(SbxMasking *m, List *masks)
  * would read otherwise there.
  */
 static void
-sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, int rules_encoding)
+sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, List *subsets,
+						 int rules_encoding)
 {
 	ListCell   *lc;
 
@@ -365,6 +366,18 @@ sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, int rules_e
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("table pattern \"%s\" of source \"%s\" is not ASCII, and the source's encoding is not the admin database's",
 							(char *) lfirst(lc), m->source),
+					 errdetail("The source's encoding is %s, the admin database's %s.",
+							   m->encoding, pg_encoding_to_char(rules_encoding))));
+	}
+	foreach(lc, subsets)
+	{
+		SbxSubsetRule *rule = lfirst(lc);
+
+		if (!pg_is_ascii(rule->target) || (rule->condition && !pg_is_ascii(rule->condition)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s rule \"%s\" of source \"%s\" is not ASCII, and the source's encoding is not the admin database's",
+							rule->follow ? "follow" : "subset", rule->target, m->source),
 					 errdetail("The source's encoding is %s, the admin database's %s.",
 							   m->encoding, pg_encoding_to_char(rules_encoding))));
 	}
@@ -591,7 +604,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 						  PGRES_TUPLES_OK);
 	m->encoding = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
-	sbx_check_rules_encoding(m, masks, patterns, rules_encoding);
+	sbx_check_rules_encoding(m, masks, patterns, subsets, rules_encoding);
 
 	/*
 	 * The masked tables are locked before the snapshot is taken (a LOCK

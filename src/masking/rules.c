@@ -101,15 +101,18 @@ typedef struct SbxMaskedColumn
 	bool		notnull;
 } SbxMaskedColumn;
 
-/* A rule that is not ASCII is sent as it is: the encodings must agree. */
-static void
-sbx_check_rule_encoding(PGconn *conn, const char *source, const SbxTarget *t,
-						const char *expression)
+/*
+ * A rule that is not ASCII is sent as it is: the encodings must agree.
+ * 'what' names the kind of rule ("masking rule"), 'target' what it covers.
+ */
+void
+sbx_check_rule_ascii(PGconn *conn, const char *source, const char *what,
+					 const char *target, const char *expression)
 {
 	PGresult   *res;
 
 	/* read otherwise in another encoding (masking.c) */
-	if (!pg_is_ascii(t->normalized) || !pg_is_ascii(expression))
+	if (!pg_is_ascii(target) || (expression && !pg_is_ascii(expression)))
 	{
 		char	   *encoding;
 
@@ -121,8 +124,8 @@ sbx_check_rule_encoding(PGconn *conn, const char *source, const SbxTarget *t,
 		if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("masking rule for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
-							t->normalized, source),
+					 errmsg("%s for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
+							what, target, source),
 					 errdetail("The source's encoding is %s, the admin database's %s.",
 							   encoding, GetDatabaseEncodingName())));
 	}
@@ -304,7 +307,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		SbxMaskedColumn col;
 
 		sbx_begin_rule_check(conn, source);
-		sbx_check_rule_encoding(conn, source, t, expression);
+		sbx_check_rule_ascii(conn, source, "masking rule", t->normalized, expression);
 		sbx_read_masked_column(conn, source, t, &col);
 		if (!sbx_expression_is_null(expression))
 			sbx_check_mask_expression(conn, source, t, expression, &col);

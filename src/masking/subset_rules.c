@@ -258,14 +258,15 @@ sbx_check_mask_not_in_subset(const char *source, const char *schema, const char 
 }
 
 /*
- * The table of a subset or follow rule in the source: it must exist, hold
- * rows, be no partition (the rule names its partitioned table) and no
- * extension's.  A condition must plan against it as a WHERE clause,
- * reading no row.
+ * The table of a subset or follow rule ('kind') in the source: it must
+ * exist, hold rows, be no partition (the rule names its partitioned table)
+ * and no extension's.  A condition must plan against it as a WHERE clause,
+ * reading no row.  A rule that is not ASCII needs the source in the admin
+ * database's encoding.
  */
 static void
-sbx_check_subset_on_source(const char *source, const char *schema, const char *table,
-						   const char *condition)
+sbx_check_subset_on_source(const char *source, const char *kind, const char *schema,
+						   const char *table, const char *condition)
 {
 	PGconn	   *conn = sbx_source_connect(source);
 
@@ -276,6 +277,7 @@ sbx_check_subset_on_source(const char *source, const char *schema, const char *t
 		PGresult   *res;
 
 		sbx_begin_rule_check(conn, source);
+		sbx_check_rule_ascii(conn, source, kind, qualified, condition);
 		res = sbx_remote_exec(conn,
 							  "SELECT c.relispartition,"
 							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
@@ -396,7 +398,7 @@ pgsandbox_subset(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("subset condition for \"%s\" names masked column \"%s\"", normalized, masked),
 				 errdetail("The rows a condition keeps would tell the values of a masked column.")));
-	sbx_check_subset_on_source(source, schema, table, share < 0 ? condition : NULL);
+	sbx_check_subset_on_source(source, "subset rule", schema, table, share < 0 ? condition : NULL);
 	sbx_set_table_rule(source, "subset", schema, table, normalized, condition);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -431,7 +433,7 @@ pgsandbox_follow(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	sbx_lock_source(source);
-	sbx_check_subset_on_source(source, schema, table, NULL);
+	sbx_check_subset_on_source(source, "follow rule", schema, table, NULL);
 	sbx_set_table_rule(source, "follow", schema, table, normalized, max_rows);
 	SPI_finish();
 	PG_RETURN_VOID();

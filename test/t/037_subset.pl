@@ -372,4 +372,24 @@ foreach my $bad (q{'0% of pages'}, q{'100.5% of pages'}, q{'of pages'})
 	like($err, qr/invalid share of rows|subset condition (must be|is not valid SQL)/, "subset(..., $bad) is refused");
 }
 
+# a rule that is not ASCII, for a source in another encoding than the admin
+# database's: refused when it is set, and at clone time
+$node->safe_psql('postgres',
+	q{CREATE DATABASE shop_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0});
+$node->safe_psql('shop_latin1', q{CREATE TABLE people (id int PRIMARY KEY, name text);
+INSERT INTO people SELECT g, 'name ' || g FROM generate_series(1, 10) g;});
+sq("SELECT pgsandbox.add_source('shop_latin1', 'dbname=shop_latin1', allow_data => true)");
+my $e_acute = "\xc3\xa9";    # in UTF-8, as psql sends it
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT pgsandbox.subset('shop_latin1', 'public.people', \$\$name <> 'Ren${e_acute}e'\$\$)");
+like($err,
+	qr/subset rule for "public\.people" is not ASCII, and the encoding of source "shop_latin1" is not the admin database's/,
+	'subset() refuses a condition that is not ASCII for a source in another encoding');
+sq(q{SELECT pgsandbox.subset('shop_latin1', 'public.people', $$name <> 'Renee'$$)});
+sq("UPDATE pgsandbox.source_rule SET expression = \$\$name <> 'Ren${e_acute}e'\$\$ WHERE source = 'shop_latin1'");
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('shop_latin1', schema_only => false)");
+like($err, qr/subset rule "public\.people" of source "shop_latin1" is not ASCII/,
+	'a clone with a condition that is not ASCII fails, naming the rule');
+is(untracked_sandboxes($node), '0', 'and leaves no database or role');
+
 done_testing();
