@@ -100,6 +100,7 @@ extern const char *sbx_masking_rules_of(const SbxMasking *masking, Oid relid);
 
 /* what rules.c shares with subset_rules.c */
 struct SelectStmt;
+extern List *sbx_raw_parse_expression(const char *expression);
 extern struct SelectStmt *sbx_parse_expression(const char *expression, const char *what);
 extern void sbx_check_expression_syntax(const char *expression, const char *what);
 extern void sbx_check_rule_rights(const char *expression, const char *what);

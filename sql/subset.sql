@@ -113,6 +113,11 @@ SELECT pgsandbox.follow('sub', 'public.orders');
 SET ROLE regress_subset_admin;
 SELECT pgsandbox.subset('sub', 'public.orders', $$id IN (SELECT 1 FROM pg_catalog.pg_authid)$$);
 SELECT pgsandbox.subset('sub', 'public.orders', $$pg_catalog.pg_read_file('x') IS NOT NULL$$);
+-- string literals are read as the source reads them, whatever the
+-- caller's session says
+SET standard_conforming_strings = off;
+SELECT pgsandbox.subset('sub', 'public.orders', $$'\' || pg_catalog.pg_read_file('x') || '\' = ''$$);
+RESET standard_conforming_strings;
 SELECT pgsandbox.subset('sub', 'public.orders', 'id > 5');
 RESET ROLE;
 DROP ROLE regress_subset_user;

@@ -313,7 +313,7 @@ sbx_mask_expression_refused(const char *expression)
 	if (!SplitIdentifierString(setting, ',', &check.extra))
 		check.extra = NIL;		/* the setting's check hook refuses it */
 
-	stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
+	stmts = sbx_raw_parse_expression(expression);
 	if (list_length(stmts) != 1 ||
 		!IsA(((RawStmt *) linitial(stmts))->stmt, SelectStmt))
 		return "more than one expression";

@@ -22,6 +22,31 @@
 #include "utils/builtins.h"
 
 /*
+ * The raw parse of "SELECT (expression)", with string literals read as
+ * the standard says, as the source reads them (its sessions set
+ * standard_conforming_strings): a caller who turned the setting off in its
+ * session must not have a literal checked here that reads as code there.
+ */
+List *
+sbx_raw_parse_expression(const char *expression)
+{
+	bool		saved = standard_conforming_strings;
+	List	   *volatile stmts = NIL;
+
+	standard_conforming_strings = true;
+	PG_TRY();
+	{
+		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
+	}
+	PG_FINALLY();
+	{
+		standard_conforming_strings = saved;
+	}
+	PG_END_TRY();
+	return stmts;
+}
+
+/*
  * Parse an expression as the only item of a SELECT.  A syntax error is
  * reported as the expression's, without a position in the caller's
  * statement.
@@ -34,7 +59,7 @@ sbx_parse_expression(const char *expression, const char *what)
 
 	PG_TRY();
 	{
-		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
+		stmts = sbx_raw_parse_expression(expression);
 	}
 	PG_CATCH();
 	{
