@@ -246,6 +246,29 @@ sbx_tid_array(const SbxRow *rows, int from, int to)
 }
 
 /*
+ * What a step's FROM names the rows of partitioned table 'node' in leaf
+ * 'leaf' by: the partition itself, since a TID scan of the table would probe
+ * every partition for the chunk's ctids.  NULL for a table that is not
+ * partitioned (its key's end names it).
+ */
+static char *
+sbx_leaf_from(SbxClosure *c, const SbxNode *node, Oid leaf)
+{
+	ListCell   *lc;
+
+	if (!node->partitioned)
+		return NULL;
+	foreach(lc, c->m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+
+		if (table->relid == leaf && table->reduced)
+			return psprintf("ONLY %s", table->sql_name);
+	}
+	return NULL;
+}
+
+/*
  * One round's step from the rows found of table i, a chunk of one leaf:
  * what they refer to, and the followed rows that refer to them.
  */
@@ -253,6 +276,7 @@ static void
 sbx_step(SbxClosure *c, int i, Oid leaf, const char *tids)
 {
 	SbxNode    *node = c->nodes[i];
+	char	   *leaf_from = sbx_leaf_from(c, node, leaf);
 	ListCell   *lc;
 
 	/* up: the rows they refer to */
@@ -265,8 +289,8 @@ sbx_step(SbxClosure *c, int i, Oid leaf, const char *tids)
 		sbx_keep_result(c, sbx_node_index(c, key->to),
 						psprintf("SELECT DISTINCT b.tableoid, b.ctid FROM %s a JOIN %s b ON %s"
 								 " WHERE a.tableoid = %u AND a.ctid = ANY ('%s'::pg_catalog.tid[])",
-								 key->from_sql, key->to_sql, sbx_key_match(key, "b", "a"),
-								 leaf, tids),
+								 leaf_from ? leaf_from : key->from_sql, key->to_sql,
+								 sbx_key_match(key, "b", "a"), leaf, tids),
 						false);
 	}
 
@@ -276,9 +300,7 @@ sbx_step(SbxClosure *c, int i, Oid leaf, const char *tids)
 	 * refer to it, a store or a staff member, would bring in every row
 	 * that refers to it)
 	 */
-	if (!node->seed && !node->follow)
-		return;
-	for (int f = 0; f < c->nnodes; f++)
+	for (int f = 0; f < c->nnodes && (node->seed || node->follow); f++)
 	{
 		SbxNode    *followed = c->nodes[f];
 
@@ -294,11 +316,13 @@ sbx_step(SbxClosure *c, int i, Oid leaf, const char *tids)
 							psprintf("SELECT a.tableoid, a.ctid FROM %s b JOIN %s a ON %s"
 									 " WHERE b.tableoid = %u AND b.ctid = ANY ('%s'::pg_catalog.tid[])"
 									 " ORDER BY a.tableoid, a.ctid",
-									 key->to_sql, key->from_sql, sbx_key_match(key, "b", "a"),
-									 leaf, tids),
+									 leaf_from ? leaf_from : key->to_sql, key->from_sql,
+									 sbx_key_match(key, "b", "a"), leaf, tids),
 							true);
 		}
 	}
+	if (leaf_from)
+		pfree(leaf_from);
 }
 
 /* The rows a seed's rule chooses, read through a cursor. */
