@@ -196,6 +196,6 @@ for src in reduced pages; do
 		echo "plans on the source for a clone of \"$src\" (auto_explain): the seed's cursor, a round's step from pgbench_accounts, the down tables' cursor, the COPY of pgbench_accounts' kept rows"
 		tail -n +"$from" "$tmp/server.log" |
 			awk '/LOG:  duration: .* plan:/ {p = 0; held = $0} /Query Text: DECLARE sbx_seed_rows|Query Text: SELECT DISTINCT b.tableoid, b.ctid FROM ONLY "public"."pgbench_accounts"|Query Text: DECLARE sbx_kept_rows|Query Text: COPY \(SELECT .* FROM ONLY "public"."pgbench_accounts" WHERE/ {p = 1; print held} p' |
-			sed -E 's/(Query Text: .{160}).*/\1 .../' | head -80
+			sed -E -e 's/(Query Text: .{160}).*/\1 .../' -e 's/(TID Cond: .{100}).*/\1 .../' | sed -n '1,150p'
 	} | tee -a "$out"
 done
