@@ -6,7 +6,7 @@
 # and a clone of it, drops held by other roles (a janitor in another
 # database, a blocked role dropped by a later pass), a masked and reduced
 # clone (a followed table, a down table that refers to itself, a
-# partitioned one), a pool fill,
+# partitioned one, a share of pages), a pool fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -91,6 +91,10 @@ P -d shop -c "CREATE TABLE r (id int PRIMARY KEY)" \
 P -d postgres -c "SELECT pgsandbox.add_source('shop', 'dbname=shop', allow_data => true)" \
 	-c "SELECT pgsandbox.subset('shop', 'public.c', '5%')" -c "SELECT pgsandbox.follow('shop', 'public.o', 500)" \
 	-c "SELECT pgsandbox.mask('shop', 'public.c.email', \$\$'x' || id\$\$)" >/dev/null
+G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('shop', schema_only => false)")
+P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
+# and a share of the pages of a partitioned table
+P -d postgres -c "SELECT pgsandbox.subset('shop', 'public.e', '50% of pages')" >/dev/null
 G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('shop', schema_only => false)")
 P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
