@@ -104,6 +104,15 @@ my $fresh_facts = facts($fresh);
 cmp_ok(scalar(@$fresh_facts), '>', 50, 'the fresh install has its objects described');
 $fresh->stop;
 
+# whether version $v is $w or later, part by part (0.10 comes after 0.9)
+sub at_least
+{
+	my ($v, $w) = @_;
+	my @a = split /\./, $v;
+	my @b = split /\./, $w;
+	return ($a[0] <=> $b[0] || $a[1] <=> $b[1]) >= 0;
+}
+
 foreach my $from (@earlier)
 {
 	my $node = sandbox_node("from_$from", "pgsandbox.gc_interval = 3600\n", $from);
@@ -123,7 +132,7 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	my $kept = $node->safe_psql('postgres', 'SELECT pgsandbox.clone(\'shop\')');
 	# a snapshot taken before the update (from 0.3 on)
 	my $old_snapshot;
-	if ($from ge '0.3')
+	if (at_least($from, '0.3'))
 	{
 		$node->safe_psql('postgres', "SELECT pgsandbox.snapshot('shop', schema_only => true)");
 		$old_snapshot = $node->safe_psql('postgres', "SELECT max(id) FROM pgsandbox.sandbox WHERE kind = 'snapshot'");
@@ -176,7 +185,7 @@ SELECT pgsandbox.grant_source('shop', 'dev');
 	is( $node->safe_psql('postgres',
 			"SELECT sum(value) FROM pgsandbox.metrics WHERE name = 'pgsandbox_clones_total'"
 			  . " AND labels ->> 'outcome' = 'ok'"),
-		(defined $old_snapshot ? 3 : 2) + ($from ge '0.7' ? 2 : 0),
+		(defined $old_snapshot ? 3 : 2) + (at_least($from, '0.7') ? 2 : 0),
 		"from $from: the metrics count the clones made after the update (and, from 0.7, before)");
 	is( $node->safe_psql('postgres',
 			"SELECT last_used_at IS NOT NULL FROM pgsandbox.sandboxes WHERE name = '$copy'"),

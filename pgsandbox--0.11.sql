@@ -1,4 +1,4 @@
-/* pgsandbox--0.10.sql: catalog, views and functions of pgsandbox */
+/* pgsandbox--0.11.sql: catalog, views and functions of pgsandbox */
 
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
@@ -731,7 +731,27 @@ CREATE VIEW pgsandbox.metrics AS
 	UNION ALL
 	SELECT 'pgsandbox_budget_used_bytes', pg_catalog.jsonb_build_object('scope', b.scope),
 		   COALESCE(b.used, 0)::double precision
-	  FROM budget b;
+	  FROM budget b
+	UNION ALL
+	-- 1 while the worker runs in this database, 0 when it is gone
+	SELECT 'pgsandbox_worker_up', '{}'::jsonb,
+		   (SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity a
+			 WHERE a.backend_type OPERATOR(pg_catalog.=) 'pgsandbox worker'
+			   AND a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())::double precision
+	UNION ALL
+	-- how long a scheduled snapshot's refresh is overdue: the time since the
+	-- run its schedule set after the current snapshot's data (after the
+	-- planned run, for a plan with no snapshot yet), 0 if none is due
+	SELECT 'pgsandbox_snapshot_overdue_seconds',
+		   pg_catalog.jsonb_build_object('source', p.source, 'schema_only', p.schema_only::text),
+		   GREATEST(0, COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+						COALESCE(pgsandbox._next_run(p.schedule, c.data_as_of), p.next_run_at)), 0))
+	  FROM pgsandbox.snapshot_plan p
+	  LEFT JOIN (SELECT s.source, s.schema_only, s.data_as_of
+				   FROM pgsandbox._current_snapshots() cs
+				   JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id) c
+		ON c.source OPERATOR(pg_catalog.=) p.source AND c.schema_only OPERATOR(pg_catalog.=) p.schema_only
+	 WHERE p.schedule IS NOT NULL;
 COMMENT ON VIEW pgsandbox.metrics IS
 	'Prometheus-style series of pgsandbox''s state and counters (for admins and pg_monitor)';
 REVOKE ALL ON pgsandbox.metrics FROM PUBLIC;
@@ -791,6 +811,8 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.schedule_snapshot(text, text, boolean),
 	pgsandbox.set_pool(text, integer, boolean)
 TO pgsandbox_admin;
+-- the metrics view computes when a scheduled snapshot is due (0.11)
+GRANT EXECUTE ON FUNCTION pgsandbox._next_run(text, timestamptz) TO pg_monitor;
 
 /* masking: rules per source, applied where the source's rows are read */
 
