@@ -16,6 +16,9 @@
 # the result; lintian's tags are printed, and a tag of severity error fails
 # the build.
 #
+# Each build's log is written beside the packages
+# (postgresql-<major>-pgsandbox.build.log).
+#
 # The build reads a copy of the committed tree (git archive HEAD) or, outside
 # a git checkout, of the working tree; the checkout is not written to.
 #
@@ -70,7 +73,7 @@ for v in $versions; do
 
 	# debian/control lists the majors this system supports; the build, as
 	# root, runs its test server as "postgres" (pg_virtualenv)
-	log=$work/$v/build.log
+	log=$outdir/postgresql-$v-pgsandbox.build.log
 	if bash "$top/test/pg/run-in.sh" -b "$work/$v" "$v" sh -c "
 			cd '$src' &&
 			pg_buildext updatecontrol &&
@@ -83,7 +86,6 @@ for v in $versions; do
 		status=1
 		echo "build of postgresql-$v-pgsandbox failed; the end of its log ($log):" >&2
 		tail -n 60 "$log" >&2
-		trap - EXIT		# keep the log
 	fi
 done
 [ "$status" = 0 ] && echo "packages in $outdir:" && ls -1 "$outdir"/*.deb
