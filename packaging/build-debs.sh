@@ -22,6 +22,11 @@
 # The build reads a copy of the committed tree (git archive HEAD) or, outside
 # a git checkout, of the working tree; the checkout is not written to.
 #
+# PGSANDBOX_REF=<commit> builds an earlier release instead, for the upgrade
+# test (packaging/test-debs.sh): that commit's tree with this debian/
+# folder, its changelog's version set to that tree's default version, and
+# its tests left to its own day (DEB_BUILD_OPTIONS=nocheck).
+#
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,13 +36,19 @@ versions=${PG_VERSIONS:-15 17 18}
 
 . "$top/test/pg/common.sh"
 
+ref=${PGSANDBOX_REF:-}
+
 # the version the packages carry is the extension's default version
-version=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$top/pgsandbox.control")
-changelog=$(sed -n '1s/^pgsandbox (\([^)]*\)).*/\1/p' "$top/debian/changelog")
-[ "$changelog" = "$version.0" ] || {
-	echo "$0: debian/changelog says $changelog, pgsandbox.control $version: add a changelog entry" >&2
-	exit 1
-}
+if [ -n "$ref" ]; then
+	version=$(git -C "$top" show "$ref:pgsandbox.control" | sed -n "s/^default_version = '\(.*\)'$/\1/p")
+else
+	version=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$top/pgsandbox.control")
+	changelog=$(sed -n '1s/^pgsandbox (\([^)]*\)).*/\1/p' "$top/debian/changelog")
+	[ "$changelog" = "$version.0" ] || {
+		echo "$0: debian/changelog says $changelog, pgsandbox.control $version: add a changelog entry" >&2
+		exit 1
+	}
+fi
 
 # what the build needs besides PostgreSQL's server headers
 build_pkgs=(debhelper dpkg-dev fakeroot lintian libpq-dev postgresql-server-dev-all)
@@ -64,7 +75,16 @@ for v in $versions; do
 	# a clean copy of the tree for this major
 	src=$work/$v/pgsandbox-$version.0
 	mkdir -p "$src"
-	if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+	if [ -n "$ref" ]; then
+		git -C "$top" archive "$ref" | tar -C "$src" -xf -
+		rm -rf "$src/debian"
+		cp -a "$top/debian" "$src/debian"
+		sed -i "1s/^pgsandbox ([^)]*)/pgsandbox ($version.0)/" "$src/debian/changelog"
+		# the examples that tree has
+		(cd "$src" && for f in $(cat debian/examples); do if [ -e "$f" ]; then echo "$f"; fi; done) \
+			> "$src/debian/examples.new"
+		mv "$src/debian/examples.new" "$src/debian/examples"
+	elif git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
 		git -C "$top" archive HEAD | tar -C "$src" -xf -
 	else
 		tar -C "$top" --exclude=.git --exclude='packaging/out' --exclude='tmp_check*' \
@@ -76,6 +96,7 @@ for v in $versions; do
 	log=$outdir/postgresql-$v-pgsandbox.build.log
 	if bash "$top/test/pg/run-in.sh" -b "$work/$v" "$v" sh -c "
 			cd '$src' &&
+			export DEB_BUILD_OPTIONS='${ref:+nocheck}' &&
 			pg_buildext updatecontrol &&
 			dpkg-buildpackage -b -us -uc &&
 			lintian --fail-on error --profile debian ../*.changes" >"$log" 2>&1; then
