@@ -13,8 +13,10 @@
 # PG_VERSIONS picks the PostgreSQL majors to test, one after another:
 # "15" (the default) is Debian 12's own; 17 and 18 run in Debian chroots
 # that test/pg/provision.sh makes and keeps (as root only).  For example
-# PG_VERSIONS="15 17 18" runs the whole suite on each, and the script
-# fails if any of them fails.
+# PG_VERSIONS="15 17 18" runs the whole suite on each, then builds the
+# Debian packages of those majors and tries them on plain Debian systems
+# (packaging/build-debs.sh, packaging/test-debs.sh, with the upgrade from
+# the package of 0.7), and fails if any of it fails.
 #
 set -euo pipefail
 
@@ -49,10 +51,27 @@ if [ "$versions" != 15 ]; then
 		fi
 		result[$v]+=" in $((SECONDS - start)) s"
 	done
+	# the Debian packages of those majors, built with Debian's tools and
+	# tried on plain Debian systems; the upgrade from the package of 0.7
+	echo "=== Debian packages"
+	start=$SECONDS
+	debs=$(mktemp -d /tmp/pgsandbox-debs-out.XXXXXX)
+	old07=$(git -C "$src" log --reverse --format=%H -S"default_version = '0.8'" -- pgsandbox.control 2>/dev/null | head -n 1)
+	if PG_VERSIONS="$versions" bash "$src/packaging/build-debs.sh" "$debs/new" &&
+		{ [ -z "$old07" ] || PGSANDBOX_REF="$old07^" PG_VERSIONS=15 bash "$src/packaging/build-debs.sh" "$debs/0.7"; } &&
+		PG_VERSIONS="$versions" bash "$src/packaging/test-debs.sh" "$debs/new" ${old07:+"$debs/0.7"}; then
+		packages="PASS"
+	else
+		packages="FAIL"
+		status=1
+	fi
+	[ -n "$old07" ] || packages+=" (no history: the upgrade from 0.7 was not tried)"
+	rm -rf "$debs"
 	echo "=== summary"
 	for v in $versions; do
 		echo "PostgreSQL $v: ${result[$v]}"
 	done
+	echo "Debian packages: $packages in $((SECONDS - start)) s"
 	exit $status
 fi
 
