@@ -296,6 +296,31 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 }
 
 /*
+ * The raw parse of "SELECT (expression)", with string literals read as
+ * the standard says, as the source reads them (its sessions set
+ * standard_conforming_strings): a caller who turned the setting off in its
+ * session must not have a literal checked here that reads as code there.
+ */
+List *
+sbx_raw_parse_expression(const char *expression)
+{
+	bool		saved = standard_conforming_strings;
+	List	   *volatile stmts = NIL;
+
+	standard_conforming_strings = true;
+	PG_TRY();
+	{
+		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
+	}
+	PG_FINALLY();
+	{
+		standard_conforming_strings = saved;
+	}
+	PG_END_TRY();
+	return stmts;
+}
+
+/*
  * What in a rule's expression only a superuser's rule may use, or NULL if
  * nothing: as "function x", "a subquery" and the like.  An expression that
  * does not parse as one is reported so too (mask() refuses it before).

@@ -11,40 +11,16 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "common/string.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
+#include "mb/pg_wchar.h"
 #include "nodes/parsenodes.h"
-#include "parser/parser.h"
 #include "pgsandbox.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "utils/builtins.h"
-
-/*
- * The raw parse of "SELECT (expression)", with string literals read as
- * the standard says, as the source reads them (its sessions set
- * standard_conforming_strings): a caller who turned the setting off in its
- * session must not have a literal checked here that reads as code there.
- */
-List *
-sbx_raw_parse_expression(const char *expression)
-{
-	bool		saved = standard_conforming_strings;
-	List	   *volatile stmts = NIL;
-
-	standard_conforming_strings = true;
-	PG_TRY();
-	{
-		stmts = raw_parser(psprintf("SELECT " SBX_MASK_EXPR_FORMAT, expression), RAW_PARSE_DEFAULT);
-	}
-	PG_FINALLY();
-	{
-		standard_conforming_strings = saved;
-	}
-	PG_END_TRY();
-	return stmts;
-}
 
 /*
  * Parse an expression as the only item of a SELECT.  A syntax error is
@@ -250,6 +226,36 @@ sbx_remove_rule(const char *source, const char *kind, const char *target,
 				 : errmsg("source \"%s\" has no %s rule for \"%s\"", source, kind, shown)));
 	sbx_rules_changed(source);
 	SPI_finish();
+}
+
+/*
+ * A rule that is not ASCII is sent as it is: the encodings must agree.
+ * 'what' names the kind of rule ("masking rule"), 'target' what it covers.
+ */
+void
+sbx_check_rule_ascii(PGconn *conn, const char *source, const char *what,
+					 const char *target, const char *expression)
+{
+	PGresult   *res;
+
+	/* read otherwise in another encoding (masking.c) */
+	if (!pg_is_ascii(target) || (expression && !pg_is_ascii(expression)))
+	{
+		char	   *encoding;
+
+		res = sbx_remote_exec(conn, "SELECT pg_catalog.current_setting('server_encoding')",
+							  0, NULL, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", source));
+		encoding = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
+							what, target, source),
+					 errdetail("The source's encoding is %s, the admin database's %s.",
+							   encoding, GetDatabaseEncodingName())));
+	}
 }
 
 /*

@@ -102,36 +102,6 @@ typedef struct SbxMaskedColumn
 } SbxMaskedColumn;
 
 /*
- * A rule that is not ASCII is sent as it is: the encodings must agree.
- * 'what' names the kind of rule ("masking rule"), 'target' what it covers.
- */
-void
-sbx_check_rule_ascii(PGconn *conn, const char *source, const char *what,
-					 const char *target, const char *expression)
-{
-	PGresult   *res;
-
-	/* read otherwise in another encoding (masking.c) */
-	if (!pg_is_ascii(target) || (expression && !pg_is_ascii(expression)))
-	{
-		char	   *encoding;
-
-		res = sbx_remote_exec(conn, "SELECT pg_catalog.current_setting('server_encoding')",
-							  0, NULL, PGRES_TUPLES_OK,
-							  psprintf("could not read source \"%s\"", source));
-		encoding = pstrdup(PQgetvalue(res, 0, 0));
-		PQclear(res);
-		if (pg_char_to_encoding(encoding) != GetDatabaseEncoding())
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("%s for \"%s\" is not ASCII, and the encoding of source \"%s\" is not the admin database's",
-							what, target, source),
-					 errdetail("The source's encoding is %s, the admin database's %s.",
-							   encoding, GetDatabaseEncodingName())));
-	}
-}
-
-/*
  * The column of rule target t in the source, into *col: it must exist, in
  * a table that is no extension's, not be generated, and no foreign key may
  * use it.
