@@ -51,7 +51,7 @@ else
 fi
 
 # what the build needs besides PostgreSQL's server headers
-build_pkgs=(debhelper dpkg-dev fakeroot lintian libpq-dev postgresql-server-dev-all)
+build_pkgs=(build-essential debhelper dpkg-dev fakeroot lintian libpq-dev postgresql-server-dev-all)
 
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
