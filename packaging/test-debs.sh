@@ -19,7 +19,8 @@
 #               compared with the source's, a drop that leaves no database
 #               or role;
 #   two majors  with 17 and 18 in PG_VERSIONS, on 18's system, which
-#               carries Debian 13's 17 beside it: a
+#               carries Debian 13's 17 beside it (the other major's pg_dump
+#               and pg_restore made unusable during each clone): a
 #               cluster of each major with its own package, and each one's
 #               doctor() and clone use its own major's pg_dump;
 #   upgrade     when OLDDEBDIR holds an earlier release's package of the
@@ -170,6 +171,8 @@ two-majors)
 	make_cluster "$v2" "$port2"
 	pg_lsclusters
 	for m in "$v" "$v2"; do
+		other=$v
+		[ "$m" = "$v" ] && other=$v2
 		make_source "$m"
 		got=$(doctor "$m")
 		echo "$m: doctor() says $got"
@@ -177,11 +180,14 @@ two-majors)
 			/usr/lib/postgresql/$m/bin/pg_dump,\ version\ $m.*) ;;
 			*) fail "doctor() on $m does not name $m's pg_dump" ;;
 		esac
+		# the other major's pg_dump and pg_restore cannot run meanwhile: a
+		# clone that took them would fail
+		chmod 000 "/usr/lib/postgresql/$other/bin/pg_dump" "/usr/lib/postgresql/$other/bin/pg_restore"
 		read -r name conninfo < <(clone "$m")
-		check_login "$m" "$name" "$conninfo"
-		# pg_dump writes its major into the archive it makes; a clone
-		# whose dump came from another major's pg_dump says so there
-		q "$m" -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'"
+		chmod 755 "/usr/lib/postgresql/$other/bin/pg_dump" "/usr/lib/postgresql/$other/bin/pg_restore"
+		[ -n "$name" ] || fail "the clone on $m failed without $other's pg_dump"
+		echo "$m: cloned with $other's pg_dump and pg_restore unusable"
+		check_login "$m" "$name" "$conninfo" 2>&1 | grep -v 'No existing cluster is suitable'
 		drop "$m" "$name"
 	done
 	pg_ctlcluster "$v" main stop
