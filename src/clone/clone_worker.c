@@ -348,8 +348,6 @@ sbx_restore_argv(const char *list, const char *archive, const char *section,
 		args[n++] = psprintf("--section=%s", section);
 	if (section2)
 		args[n++] = psprintf("--section=%s", section2);
-	if (section2)
-		args[n++] = psprintf("--section=%s", section2);
 	if (archive)
 		args[n++] = archive;
 	args[n] = NULL;
