@@ -908,6 +908,9 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 {
 	ListCell   *lc;
 
+	/* a reduced table's chunks are empty until its rows are found */
+	if (m->subset_nodes != NULL)
+		elog(ERROR, "the rows of the reduced tables were not computed before the copy");
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying masked rows");
 	{
 		const char *params[1] = {m->encoding};
