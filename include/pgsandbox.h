@@ -45,6 +45,11 @@
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
 #define SBX_TMP_DIR				"pgsandbox_tmp" /* in the data directory */
 
+/* defaults of the copy settings, chosen by bench/cold_path.sh */
+#define SBX_DEFAULT_CLONE_JOBS			2
+#define SBX_DEFAULT_PARALLEL_MIN_SIZE	1024	/* MB */
+#define SBX_DEFAULT_FILE_COPY_MIN_SIZE	256		/* MB */
+
 /* settings (settings.c) */
 extern char *sbx_database;
 extern int	sbx_gc_interval;
@@ -67,6 +72,10 @@ extern int	sbx_max_sandbox_size;	/* MB; 0: off */
 extern int	sbx_size_check_interval;
 extern bool sbx_read_only_setting;	/* pgsandbox.read_only */
 extern int	sbx_lock_timeout;		/* ms */
+extern char *sbx_dump_compression;	/* pg_dump's --compress */
+extern int	sbx_clone_jobs;			/* jobs of a parallel dump and restore */
+extern int	sbx_parallel_min_size;	/* MB: a smaller source streams */
+extern int	sbx_file_copy_min_size; /* MB: auto's FILE_COPY; -1: never */
 
 typedef enum SbxCopyStrategy
 {

@@ -74,6 +74,28 @@ typedef enum SbxPhase
 
 extern const char *const sbx_phase_names[];
 
+/*
+ * The moments of a clone, for its 'ready' event (clone_steps.c): set by the
+ * caller (queued), the lifecycle worker and the clone workers; 0 for a step
+ * the clone did not take.
+ */
+typedef enum SbxStep
+{
+	SBX_STEP_QUEUED,			/* the request entered the queue */
+	SBX_STEP_TAKEN,				/* the lifecycle worker took it */
+	SBX_STEP_CREATED,			/* role and database made */
+	SBX_STEP_WORKER,			/* the clone worker began */
+	SBX_STEP_SOURCE_READ,		/* the source's catalog read, extensions made */
+	SBX_STEP_DUMP_STARTED,		/* pg_dump started */
+	SBX_STEP_DUMPED,			/* pg_dump done (through an archive) */
+	SBX_STEP_RESTORED,			/* pg_restore done */
+	SBX_STEP_COPIED,			/* a snapshot's CREATE DATABASE done */
+	SBX_STEP_FINISHED,			/* configuration rows, settings, ownership */
+	SBX_STEP_COLLECTED,			/* the lifecycle worker saw the worker end */
+	SBX_STEP_MEASURED,			/* the catalog row marked ready, size measured */
+	SBX_STEP_COUNT
+} SbxStep;
+
 typedef enum SbxSlotState
 {
 	SBX_SLOT_FREE = 0,
@@ -123,6 +145,7 @@ typedef struct SbxRequest
 	TimestampTz expires_at;		/* CLONE, EXTEND; PROTECT: its end */
 	TimestampTz taken_at;		/* SNAPSHOT; RESET: the new data_as_of */
 	int64		size_bytes;		/* SNAPSHOT */
+	TimestampTz queued_at;		/* when the caller queued it */
 	int			clone_job;		/* CLONE while running: job index or -1 */
 	int64		sandbox_id;		/* CLONE while running */
 } SbxRequest;
@@ -166,6 +189,14 @@ typedef struct SbxCloneJob
 											 * its event */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
+
+	/*
+	 * The moments of the clone (SbxStep), and the clone slots it takes
+	 * beyond its own: those of a parallel dump and restore, which
+	 * max_concurrent_clones bounds with the jobs themselves.
+	 */
+	TimestampTz steps[SBX_STEP_COUNT];
+	int			extra_slots;
 
 	/*
 	 * A reset of sandbox reset_of fills a new database beside the
@@ -271,6 +302,10 @@ extern void sbx_check_database(void);
 
 /* how far a clone job has come (progress.c) */
 extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
+
+/* clone slots and the moments of a clone (clone_jobs.c) */
+extern int	sbx_take_clone_slots(int j, int64 sandbox_id, int want);
+extern char *sbx_describe_steps(const TimestampTz *steps);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);
 
 #endif							/* SBX_SHMEM_H */

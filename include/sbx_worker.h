@@ -116,7 +116,7 @@ extern void sbx_check_quotas(const SbxActor *by);
 extern void sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 							SbxCloneJob *job);
 extern void sbx_clone_secure(int j, SbxCloneJob *job);
-extern TimestampTz sbx_clone_ready(const SbxCloneJob *job, const char *actor,
+extern TimestampTz sbx_clone_ready(SbxCloneJob *job, const char *actor,
 								   double seconds);
 extern void sbx_clone_fail(int64 sandbox_id, const char *reason,
 						   const char *action, const char *actor);

@@ -93,6 +93,15 @@ static const char *sbx_secrets[3];
 /* with masking: the hint of a restore that fails once masked rows are in */
 static const char *sbx_restore_hint = NULL;
 
+/* pg_dump's and pg_restore's jobs: 1 streams, more go through a directory */
+static int	sbx_jobs = 1;
+
+static void
+sbx_step(SbxStep step)
+{
+	sbx_job.steps[step] = GetCurrentTimestamp();
+}
+
 static void
 sbx_phase(SbxPhase phase, int64 total)
 {
@@ -291,12 +300,20 @@ sbx_argv(const char *const *args)
 static char **
 sbx_dump_argv(const char *archive, const char *section, List *extra)
 {
-	const char **args = palloc0(sizeof(char *) * (16 + list_length(extra)));
+	const char **args = palloc0(sizeof(char *) * (20 + list_length(extra)));
 	int			n = 0;
 	ListCell   *lc;
 
 	args[n++] = sbx_program("pg_dump");
-	args[n++] = "--format=custom";
+	if (sbx_jobs > 1)
+	{
+		args[n++] = "--format=directory";
+		args[n++] = psprintf("--jobs=%d", sbx_jobs);
+	}
+	else
+		args[n++] = "--format=custom";
+	/* read once, on this host: compressing it only costs (the setting) */
+	args[n++] = psprintf("--compress=%s", sbx_dump_compression);
 	args[n++] = "--no-owner";
 	args[n++] = "--no-privileges";
 	args[n++] = "--no-publications";
@@ -327,14 +344,22 @@ static char **
 sbx_restore_argv(const char *list, const char *archive, const char *section,
 				 const char *section2)
 {
-	const char *args[17];
+	const char *args[18];
 	int			n = 0;
 
 	args[n++] = sbx_program("pg_restore");
 	args[n++] = "--no-owner";
 	args[n++] = "--no-privileges";
 	args[n++] = "--exit-on-error";
-	args[n++] = "--single-transaction";
+
+	/*
+	 * One transaction, or several jobs: a failure leaves the new database
+	 * half filled, and the lifecycle worker drops it whole either way.
+	 */
+	if (sbx_jobs > 1)
+		args[n++] = psprintf("--jobs=%d", sbx_jobs);
+	else
+		args[n++] = "--single-transaction";
 	args[n++] = "--no-publications";
 	args[n++] = "--no-subscriptions";
 	args[n++] = "--no-security-labels";
@@ -390,6 +415,7 @@ sbx_stream(char **dump_env, char **restore_env)
 				(errcode_for_file_access(),
 				 errmsg("could not create pipe: %m")));
 
+	sbx_step(SBX_STEP_DUMP_STARTED);
 	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, NULL, NIL),
 					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
@@ -470,11 +496,13 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 				(errcode_for_file_access(),
 				 errmsg("could not create directory \"%s/%s\": %m", parent, sbx_job.dbname)));
 	}
-	archive = psprintf("%s/archive.dump", sbx_archive_dir);
+	/* several jobs write a directory, which pg_dump makes */
+	archive = psprintf(sbx_jobs > 1 ? "%s/archive" : "%s/archive.dump", sbx_archive_dir);
 	toc = psprintf("%s/archive.toc", sbx_archive_dir);
 	list = psprintf("%s/restore.toc", sbx_archive_dir);
 
 	sbx_phase(SBX_PHASE_DUMPING, -1);
+	sbx_step(SBX_STEP_DUMP_STARTED);
 	sbx_child_start(&sbx_children[0], "pg_dump",
 					sbx_dump_argv(archive, NULL,
 								  masking ? sbx_masking_dump_options(masking) : NIL),
@@ -486,6 +514,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	sbx_children_wait(sbx_children, 1);
 	sbx_check_child(&sbx_children[0], psprintf("pg_dump of source \"%s\" failed", sbx_job.source));
 	sbx_nchildren = 0;
+	sbx_step(SBX_STEP_DUMPED);
 
 	fd = open(toc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
 	if (fd < 0)
@@ -574,13 +603,33 @@ static void
 sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *info,
 					 SbxMasking *masking)
 {
-	if (info->extensions != NIL || info->event_triggers != NIL || masking != NULL)
+	if (sbx_jobs > 1 || info->extensions != NIL || info->event_triggers != NIL ||
+		masking != NULL)
 		sbx_through_archive(dump_env, restore_env, info, masking);
 	else
 	{
 		sbx_phase(SBX_PHASE_RESTORING, -1);
 		sbx_stream(dump_env, restore_env);
 	}
+	sbx_step(SBX_STEP_RESTORED);
+}
+
+/*
+ * How many jobs pg_dump and pg_restore run with: with pgsandbox.clone_jobs
+ * above 1, a data clone of a source of pgsandbox.parallel_min_size or more
+ * takes as many more clone slots as are free, up to that many jobs in all.
+ * A smaller source, a schema-only or a reduced clone streams with one.
+ */
+static int
+sbx_choose_jobs(const SbxSourceInfo *info, bool reduced)
+{
+	int64		min_bytes = (int64) sbx_parallel_min_size * 1024 * 1024;
+
+	if (sbx_job.schema_only || reduced || sbx_clone_jobs <= 1 ||
+		info->size_bytes < min_bytes)
+		return 1;
+	return 1 + sbx_take_clone_slots(DatumGetInt32(MyBgworkerEntry->bgw_main_arg),
+									sbx_job.sandbox_id, sbx_clone_jobs - 1);
 }
 
 /*
@@ -627,6 +676,7 @@ sbx_fill_sandbox(void)
 	sbx_phase(SBX_PHASE_EXTENSIONS, info->size_bytes);
 	if (info->extensions != NIL)
 		sbx_create_extensions(info->extensions);
+	sbx_step(SBX_STEP_SOURCE_READ);
 
 	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
 									 NULL, NULL, NULL);
@@ -635,6 +685,7 @@ sbx_fill_sandbox(void)
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 	if (!masked)
 	{
+		sbx_jobs = sbx_choose_jobs(info, false);
 		/* pg_dump takes its snapshot of the source as it starts */
 		sbx_job.data_as_of = GetCurrentTimestamp();
 		sbx_dump_and_restore(dump_env, restore_env, info, NULL);
@@ -648,6 +699,7 @@ sbx_fill_sandbox(void)
 		List	   *subsets;
 
 		sbx_unpack_rules(&sbx_job, &masks, &patterns, &subsets);
+		sbx_jobs = sbx_choose_jobs(info, subsets != NIL);
 		reader = sbx_source_open(sbx_job.source, sbx_job.conninfo,
 								 sbx_job.require_password);
 		PG_TRY();
@@ -673,6 +725,9 @@ sbx_fill_sandbox(void)
 	sbx_apply_settings(info->settings);
 	if (sbx_job.reset)
 		sbx_hand_over();
+	if (sbx_jobs > 1)
+		sbx_note("dumped and restored with %d jobs", sbx_jobs);
+	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -701,6 +756,7 @@ sbx_copy_snapshot(void)
 								  quote_identifier(sbx_job.snapshot_name),
 								  strategy),
 						 "pgsandbox: copying a snapshot");
+	sbx_step(SBX_STEP_COPIED);
 }
 
 /*
@@ -750,6 +806,7 @@ sbx_adopt_copy(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	sbx_apply_settings(settings);
+	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -767,6 +824,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
 		strlcpy(job->copy_how, sbx_job.copy_how, sizeof(job->copy_how));
 		job->data_as_of = sbx_job.data_as_of;
+		memcpy(job->steps, sbx_job.steps, sizeof(job->steps));
 		job->sqlerrcode = sqlerrcode;
 		strlcpy(job->message, message ? message : "", sizeof(job->message));
 		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));
@@ -791,6 +849,9 @@ sbx_clone_worker_main(Datum main_arg)
 	memcpy(&sandbox_id, MyBgworkerEntry->bgw_extra, sizeof(sandbox_id));
 	if (!sbx_job.in_use || sbx_job.sandbox_id != sandbox_id)
 		proc_exit(0);
+	/* the second half of a copy keeps the first's moment */
+	if (sbx_job.steps[SBX_STEP_WORKER] == 0)
+		sbx_step(SBX_STEP_WORKER);
 
 	/* the first half of a copy makes the database it would connect to */
 	if (sbx_job.copy_stage)

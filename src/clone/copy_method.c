@@ -9,8 +9,12 @@
  * whose snapshot lies on a filesystem that clones files (XFS with reflink,
  * Btrfs, and the like) is made with STRATEGY FILE_COPY and file_copy_method
  * = clone: the new database shares the snapshot's blocks, so the copy costs
- * the same whatever the size, and takes no disk until it is written.  Any
- * other copy uses WAL_LOG, as before.
+ * the same whatever the size, and takes no disk until it is written.  Where
+ * files cannot be cloned, a snapshot of pgsandbox.file_copy_min_size or more
+ * is copied file by file (STRATEGY FILE_COPY: a checkpoint before and after,
+ * then the kernel copies each file), which writes each page once rather than
+ * twice, to the WAL and to the new database; a smaller one uses WAL_LOG,
+ * which costs no checkpoint.  bench/cold_path.sh measured the threshold.
  *
  * Whether the filesystem clones is not guessed from its name: the clone
  * worker asks it, with FICLONE, on two small files it makes in the
@@ -45,6 +49,7 @@
 #include "storage/copydir.h"
 #endif
 #include "storage/fd.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -193,9 +198,22 @@ sbx_choose_copy_method(Oid dboid, char *how, size_t howlen)
 		return "file_copy";
 	}
 #else
-	(void) dboid;
 	why = "cloning files needs PostgreSQL 18";
 #endif
+	if (sbx_file_copy_min_size >= 0)
+	{
+		int64		size = DatumGetInt64(DirectFunctionCall1(pg_database_size_oid,
+															 ObjectIdGetDatum(dboid)));
+
+		if (size >= (int64) sbx_file_copy_min_size * 1024 * 1024)
+		{
+			snprintf(how, howlen, "file copy of %s; %s",
+					 text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+																		Int64GetDatum(size)))),
+					 why);
+			return "file_copy";
+		}
+	}
 	snprintf(how, howlen, "WAL log; %s", why);
 	return "wal_log";
 }

@@ -7,7 +7,9 @@
  * Children are started with fork and execve, never through a shell.  In the
  * child, signal dispositions and the signal mask are reset, every inherited
  * descriptor beyond stdin, stdout and stderr is closed, and on Linux the
- * child asks to be killed if the clone worker dies.  Between fork and exec
+ * child asks to be killed if the clone worker dies.  Each child leads a
+ * process group of its own, so that killing it kills the workers a parallel
+ * pg_dump or pg_restore forks too.  Between fork and exec
  * the child calls no backend code; if exec fails it writes a short message
  * to its stderr pipe and leaves with _exit(127).
  *
@@ -148,6 +150,10 @@ sbx_child_exec(char *const argv[], char *const envp[],
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
+	/* a group of its own, with the processes it forks (sbx_children_kill) */
+	if (setpgid(0, 0) != 0)
+		_exit(127);
+
 #ifdef __linux__
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -214,6 +220,9 @@ sbx_child_start(SbxChild *child, const char *label, char *const argv[],
 	pid = fork();
 	if (pid == 0)
 		sbx_child_exec(argv, envp, stdin_fd, stdout_fd, errpipe[1], parent);
+	/* as the child does: a kill that comes before it did finds its group */
+	if (pid > 0)
+		(void) setpgid(pid, pid);
 	sigprocmask(SIG_SETMASK, &saved, NULL);
 	if (pid < 0)
 	{
@@ -335,20 +344,24 @@ sbx_children_wait(SbxChild *children, int nchildren)
 }
 
 /*
- * Terminate every child still running: SIGTERM, then SIGKILL after a grace
- * period.  Safe to call from an exit callback.
+ * Terminate every child still running, with the processes it forked (its
+ * process group): SIGTERM, then SIGKILL after a grace period.  Safe to call
+ * from an exit callback.
  */
 void
 sbx_children_kill(SbxChild *children, int nchildren)
 {
 	bool		any = false;
+	bool		signaled[8] = {false};
 
+	Assert(nchildren <= lengthof(signaled));
 	for (int i = 0; i < nchildren; i++)
 	{
 		sbx_child_reap(&children[i], WNOHANG);
 		if (children[i].pid > 0 && !children[i].exited)
 		{
-			kill(children[i].pid, SIGTERM);
+			kill(-children[i].pid, SIGTERM);
+			signaled[i] = true;
 			any = true;
 		}
 	}
@@ -368,9 +381,17 @@ sbx_children_kill(SbxChild *children, int nchildren)
 	{
 		if (children[i].pid > 0 && !children[i].exited)
 		{
-			kill(children[i].pid, SIGKILL);
+			kill(-children[i].pid, SIGKILL);
 			sbx_child_reap(&children[i], 0);
 		}
+
+		/*
+		 * A process a killed child forked may outlive it: end the rest of
+		 * the group.  Its id cannot have been reused while any member
+		 * lives; with none left, this finds nothing.
+		 */
+		else if (signaled[i])
+			(void) kill(-children[i].pid, SIGKILL);
 		if (children[i].stderr_fd >= 0)
 		{
 			close(children[i].stderr_fd);

@@ -40,6 +40,10 @@ int			sbx_max_sandbox_size = 0;
 int			sbx_size_check_interval = 30;
 bool		sbx_read_only_setting = false;
 int			sbx_lock_timeout = 1000;
+char	   *sbx_dump_compression = NULL;
+int			sbx_clone_jobs = SBX_DEFAULT_CLONE_JOBS;
+int			sbx_parallel_min_size = SBX_DEFAULT_PARALLEL_MIN_SIZE;
+int			sbx_file_copy_min_size = SBX_DEFAULT_FILE_COPY_MIN_SIZE;
 
 static const struct config_enum_entry sbx_copy_strategy_options[] = {
 	{"wal_log", SBX_COPY_WAL_LOG, false},
@@ -194,6 +198,74 @@ sbx_define_limit_settings(void)
 							 NULL, NULL, NULL);
 }
 
+/*
+ * pg_dump's --compress: a level (0 to 9), or from pg_dump 16 a method with
+ * an optional level or detail ("lz4", "zstd:3", "none").  pg_dump judges
+ * the value; this only keeps it to the characters such values are made of.
+ */
+static bool
+sbx_check_dump_compression(char **newval, void **extra, GucSource source)
+{
+	const char *p = *newval;
+
+	if (p == NULL || p[0] == '\0' || strlen(p) > 32)
+	{
+		GUC_check_errdetail("A compression is a level or a method, of 1 to 32 characters.");
+		return false;
+	}
+	for (; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			  *p == ':' || *p == '=' || *p == ',' || *p == '_' || *p == '-'))
+		{
+			GUC_check_errdetail("A compression has only lower-case letters, digits and \":=,_-\".");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* how pg_dump and pg_restore run, and how a snapshot is copied */
+static void
+sbx_define_copy_settings(void)
+{
+	DefineCustomStringVariable("pgsandbox.dump_compression",
+							   "Compression of the archive pg_dump writes for a clone: its --compress.",
+							   "0 (none) by default: the archive goes through a pipe or a private file on this host, read once.",
+							   &sbx_dump_compression,
+							   "0",
+							   PGC_SIGHUP,
+							   0,
+							   sbx_check_dump_compression, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.clone_jobs",
+							"Jobs of a parallel dump and restore, counted in pgsandbox.max_concurrent_clones.",
+							"1 turns parallel clones off. A clone takes as many jobs as are free, up to this.",
+							&sbx_clone_jobs,
+							SBX_DEFAULT_CLONE_JOBS, 1, 16,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.parallel_min_size",
+							"Size of a source below which its data clone streams through one pg_dump and one pg_restore.",
+							NULL,
+							&sbx_parallel_min_size,
+							SBX_DEFAULT_PARALLEL_MIN_SIZE, 0, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.file_copy_min_size",
+							"Size of a snapshot from which copy_strategy = auto copies its files (STRATEGY FILE_COPY) where it cannot clone them.",
+							"-1 never copies files that cannot be cloned.",
+							&sbx_file_copy_min_size,
+							SBX_DEFAULT_FILE_COPY_MIN_SIZE, -1, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+}
+
 /* how clones are made and reached */
 static void
 sbx_define_clone_settings(void)
@@ -270,6 +342,7 @@ sbx_define_settings(void)
 	sbx_define_lifecycle_settings();
 	sbx_define_limit_settings();
 	sbx_define_clone_settings();
+	sbx_define_copy_settings();
 }
 
 /*

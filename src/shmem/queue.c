@@ -126,6 +126,7 @@ sbx_queue_submit(const SbxRequest *req)
 	sbx_shared->requests[slot].caller_latch = MyLatch;
 	sbx_shared->requests[slot].clone_job = -1;
 	sbx_shared->requests[slot].sandbox_id = 0;
+	sbx_shared->requests[slot].queued_at = GetCurrentTimestamp();
 	LWLockRelease(sbx_shared->lock);
 
 	sbx_queue_wake_worker();

@@ -565,7 +565,7 @@ sbx_clone_secure(int j, SbxCloneJob *job)
  * snapshot is not for here: sbx_snapshot_done finishes it.
  */
 TimestampTz
-sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
+sbx_clone_ready(SbxCloneJob *job, const char *actor, double seconds)
 {
 	/* from 0.7: in use, and measured, as of now */
 #define SBX_READY_USAGE_SQL \
@@ -602,6 +602,7 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 	if (job->kind != SBX_KIND_POOL)
 		expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 1, &isnull));
+	job->steps[SBX_STEP_MEASURED] = GetCurrentTimestamp();
 	if (job->kind == SBX_KIND_SANDBOX)
 		sbx_count_clone(sbx_clone_method(job), seconds);
 	how = job->from_save ? "copied from a save" :
@@ -612,12 +613,16 @@ sbx_clone_ready(const SbxCloneJob *job, const char *actor, double seconds)
 		sbx_log_event(job->name, "pool_fill", actor, how);
 	else
 	{
+		const char *steps = sbx_describe_steps(job->steps);
+
 		/* for run_sql and describe_schema, which log in as the role */
 		args[1] = job->password;
 		sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 				" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
+		if (job->notes[0])
+			how = psprintf("%s; %s", how, job->notes);
 		sbx_log_event(job->name, "ready", actor,
-					  job->notes[0] ? psprintf("%s; %s", how, job->notes) : how);
+					  steps[0] ? psprintf("%s; %s", how, steps) : how);
 	}
 	sbx_xact_commit();
 	return expires_at;

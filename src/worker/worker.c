@@ -291,13 +291,17 @@ sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial, const char *act
 	job->in_use = true;
 	job->request = slot;
 	job->request_serial = serial;
+	if (job->steps[SBX_STEP_TAKEN] == 0)
+		job->steps[SBX_STEP_TAKEN] = GetCurrentTimestamp();
+	job->steps[SBX_STEP_QUEUED] = job->steps[SBX_STEP_TAKEN];
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	memcpy(&sbx_shared->jobs[j], job, sizeof(SbxCloneJob));
 	if (slot >= 0 && sbx_shared->requests[slot].serial == serial)
 	{
 		sbx_shared->requests[slot].clone_job = j;
 		sbx_shared->requests[slot].sandbox_id = job->sandbox_id;
+		job->steps[SBX_STEP_QUEUED] = sbx_shared->requests[slot].queued_at;
 	}
+	memcpy(&sbx_shared->jobs[j], job, sizeof(SbxCloneJob));
 	strlcpy(sbx_shared->progress[j].source, job->source,
 			sizeof(sbx_shared->progress[j].source));
 	LWLockRelease(sbx_shared->lock);
@@ -336,11 +340,15 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxCloneJob job;
 
+	TimestampTz taken = GetCurrentTimestamp();
+
 	memset(&job, 0, sizeof(job));
 	sbx_progress_start(j, by, spec);
 	PG_TRY();
 	{
 		sbx_clone_create(j, by, spec, &job);
+		job.steps[SBX_STEP_TAKEN] = taken;
+		job.steps[SBX_STEP_CREATED] = GetCurrentTimestamp();
 		sbx_launch_job(j, &job, slot, serial, by->name);
 	}
 	PG_CATCH();
@@ -560,6 +568,7 @@ sbx_clone_finish(int j)
 	LWLockAcquire(sbx_shared->lock, LW_SHARED);
 	memcpy(&job, &sbx_shared->jobs[j], sizeof(job));
 	LWLockRelease(sbx_shared->lock);
+	job.steps[SBX_STEP_COLLECTED] = GetCurrentTimestamp();
 	abandoned = sbx_queue_abandoned(job.request, job.request_serial);
 	if (job.finished && job.ok && job.copy_stage && !abandoned &&
 		sbx_copy_continue(j, &job))
@@ -625,7 +634,25 @@ sbx_clone_finish(int j)
 	explicit_bzero(&job, sizeof(job));
 }
 
-/* Check the clone workers: finish stopped ones, stop abandoned ones. */
+/*
+ * The clone slots job j takes: its own, and those its clone worker took for
+ * a parallel dump and restore (sbx_take_clone_slots).
+ */
+static int
+sbx_job_slots(int j)
+{
+	int			extra;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	extra = sbx_shared->jobs[j].in_use ? sbx_shared->jobs[j].extra_slots : 0;
+	LWLockRelease(sbx_shared->lock);
+	return 1 + extra;
+}
+
+/*
+ * Check the clone workers: finish stopped ones, stop abandoned ones.
+ * Returns the clone slots the running ones take.
+ */
 static int
 sbx_check_jobs(void)
 {
@@ -646,7 +673,7 @@ sbx_check_jobs(void)
 				running++;
 			continue;
 		}
-		running++;
+		running += sbx_job_slots(j);
 		LWLockAcquire(sbx_shared->lock, LW_SHARED);
 		slot = sbx_shared->jobs[j].request;
 		serial = sbx_shared->jobs[j].request_serial;
@@ -1193,7 +1220,9 @@ sbx_upkeep_interval(void)
 	return sbx_snapshots_may_exist ? 1000L : -1L;
 }
 
-/* Clone jobs running now, and how many of them no caller waits for. */
+/*
+ * Clone slots taken now, and how many jobs no caller waits for.
+ */
 static int
 sbx_running_jobs(int *background)
 {
@@ -1204,7 +1233,7 @@ sbx_running_jobs(int *background)
 	{
 		if (sbx_jobs[j].handle == NULL)
 			continue;
-		running++;
+		running += sbx_job_slots(j);
 		if (sbx_shared->jobs[j].request < 0)
 			(*background)++;
 	}

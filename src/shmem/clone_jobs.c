@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * clone_jobs.c
+ *	  What clone jobs share beyond their own entry: the clone slots a
+ *	  parallel dump and restore takes, and the moments of a clone, told in
+ *	  its 'ready' event.
+ *
+ * pgsandbox.max_concurrent_clones bounds the clone slots in use.  Each job
+ * takes one as the lifecycle worker starts it; a clone worker that runs
+ * pg_dump and pg_restore with several jobs takes one more slot per job
+ * beyond the first, as many as are free at that moment, and gives them back
+ * with its job.  The lifecycle worker counts them before it starts another
+ * clone (worker.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "pgsandbox.h"
+#include "sbx_shmem.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+/* what each step did, read as "<name> at <ms>" */
+static const char *const sbx_step_names[SBX_STEP_COUNT] = {
+	"queued",
+	"taken",
+	"role and database made",
+	"clone worker started",
+	"source read",
+	"pg_dump started",
+	"pg_dump done",
+	"restored",
+	"copied",
+	"finished",
+	"worker ended",
+	"marked ready",
+};
+
+/*
+ * Take up to 'want' clone slots beyond its own for clone job j, of
+ * sandbox_id, out of those no job holds.  Returns how many it took.
+ */
+int
+sbx_take_clone_slots(int j, int64 sandbox_id, int want)
+{
+	int			used = 0;
+	int			granted;
+
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	for (int k = 0; k < SBX_MAX_CLONE_JOBS; k++)
+	{
+		if (sbx_shared->jobs[k].in_use)
+			used += 1 + sbx_shared->jobs[k].extra_slots;
+	}
+	granted = Max(0, Min(want, sbx_max_concurrent_clones - used));
+	if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == sandbox_id)
+		sbx_shared->jobs[j].extra_slots += granted;
+	else
+		granted = 0;
+	LWLockRelease(sbx_shared->lock);
+	return granted;
+}
+
+/*
+ * The moments of a clone, in milliseconds from its request, for its 'ready'
+ * event: "steps (ms): queued 0, taken 1, ...".  Steps not taken are left
+ * out.
+ */
+char *
+sbx_describe_steps(const TimestampTz *steps)
+{
+	StringInfoData buf;
+	TimestampTz origin = steps[SBX_STEP_QUEUED];
+
+	initStringInfo(&buf);
+	if (origin == 0)
+		return buf.data;
+	appendStringInfoString(&buf, "steps (ms from the request):");
+	for (int i = 0; i < SBX_STEP_COUNT; i++)
+	{
+		if (steps[i] == 0)
+			continue;
+		appendStringInfo(&buf, "%s %s %.1f", i == 0 ? "" : ",", sbx_step_names[i],
+						 (double) (steps[i] - origin) / 1000.0);
+	}
+	return buf.data;
+}
