@@ -1,11 +1,12 @@
 -- many_tables.sql: build a clone source with many small tables.
 --
 -- Run with psql in the (empty) source database:
---   psql -v ntables=300 -v with_ext=0 -f many_tables.sql
+--   psql -v ntables=300 -v with_ext=0 [-v rows=5] -f many_tables.sql
 --
 -- Every table t0001 .. tNNNN has a primary key, a unique constraint, two
 -- secondary indexes, a check constraint, a foreign key to the table before
--- it, and five rows; each has a view joining it to that table and a
+-- it, and five rows (or -v rows), names and attributes made of md5 text so
+-- that they do not compress to nothing; each has a view joining it to that table and a
 -- plpgsql function reading it.  With with_ext=1 the source also has the
 -- extensions hstore, citext and pgcrypto, and every table uses them (a
 -- citext column, an hstore column, a pgcrypto default), as do the views
@@ -14,7 +15,12 @@
 
 \set ON_ERROR_STOP on
 
+\if :{?rows}
+\else
+\set rows 5
+\endif
 SELECT pg_catalog.set_config('bench.ntables', :'ntables', false);
+SELECT pg_catalog.set_config('bench.rows', :'rows', false);
 SELECT pg_catalog.set_config('bench.with_ext', :'with_ext', false);
 
 DO $$
@@ -30,6 +36,7 @@ $$;
 DO $do$
 DECLARE
 	n		int := current_setting('bench.ntables')::int;
+	nrows	int := current_setting('bench.rows')::int;
 	ext		boolean := current_setting('bench.with_ext')::int = 1;
 	t		text;
 	prev	text;
@@ -59,12 +66,13 @@ BEGIN
 
 		EXECUTE format($sql$
 			INSERT INTO %1$I (id, parent_id, code, name, attrs, amount)
-			SELECT g, %2$s, 'c' || g, 'Name ' || g, %3$s, g * 1.5
-			  FROM generate_series(1, 5) g$sql$,
+			SELECT g, %2$s, 'c' || g, 'Name ' || g || ' ' || md5(%1$L || g), %3$s, g * 1.5
+			  FROM generate_series(1, %4$s) g$sql$,
 			t,
 			CASE WHEN prev IS NULL THEN 'NULL' ELSE 'g' END,
 			CASE WHEN ext THEN 'hstore(''k'', g::text)'
-				 ELSE 'jsonb_build_object(''k'', g::text)' END);
+				 ELSE 'jsonb_build_object(''k'', g::text, ''note'', md5(g::text))' END,
+			nrows);
 
 		EXECUTE format($sql$
 			CREATE VIEW %1$I AS

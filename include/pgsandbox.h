@@ -47,7 +47,7 @@
 
 /* defaults of the copy settings, chosen by bench/cold_path.sh */
 #define SBX_DEFAULT_CLONE_JOBS			2
-#define SBX_DEFAULT_PARALLEL_MIN_SIZE	1024	/* MB */
+#define SBX_DEFAULT_PARALLEL_MIN_SIZE	128		/* MB */
 #define SBX_DEFAULT_FILE_COPY_MIN_SIZE	256		/* MB */
 
 /* settings (settings.c) */

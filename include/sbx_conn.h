@@ -81,6 +81,7 @@ typedef struct SbxSourceInfo
 	List	   *event_triggers; /* of SbxEventTrigger */
 	SbxLocale	locale;
 	int64		size_bytes;		/* of the source database */
+	double		largest_share;	/* of the tables' pages, in its largest */
 } SbxSourceInfo;
 
 extern void sbx_read_source_locale(PGconn *conn, const char *source,

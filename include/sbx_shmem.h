@@ -91,7 +91,7 @@ typedef enum SbxStep
 	SBX_STEP_RESTORED,			/* pg_restore done */
 	SBX_STEP_COPIED,			/* a snapshot's CREATE DATABASE done */
 	SBX_STEP_FINISHED,			/* configuration rows, settings, ownership */
-	SBX_STEP_COLLECTED,			/* the lifecycle worker saw the worker end */
+	SBX_STEP_COLLECTED,			/* the lifecycle worker saw the worker report */
 	SBX_STEP_MEASURED,			/* the catalog row marked ready, size measured */
 	SBX_STEP_COUNT
 } SbxStep;
@@ -132,6 +132,9 @@ typedef struct SbxRequest
 	int64		idle_secs;		/* CLONE: idle timeout, 0 for none */
 	int64		source_bytes;	/* CLONE, SNAPSHOT: the source database's
 								 * size as probed, -1 if not known */
+	int			source_plain;	/* CLONE: 1 if the probe found no extension
+								 * or event trigger in the source, 0 if it
+								 * found one, -1 if not known */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
 	SbxLocale	locale;			/* CLONE: the source's, if known */
 
@@ -172,6 +175,11 @@ typedef struct SbxCloneJob
 	bool		schema_only;
 	bool		locale_fallback;	/* the sandbox may differ from the
 									 * source's locale */
+	bool		stream_early;	/* a dump may start before the source's
+								 * catalog is read: the caller's probe found
+								 * no extension or event trigger */
+	int64		source_bytes;	/* the source's size as probed, -1 if not
+								 * known */
 	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
 										 * left out or changed */
 

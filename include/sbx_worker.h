@@ -91,6 +91,7 @@ typedef struct SbxCloneSpec
 	bool		statistics;		/* a dump with the planner's statistics */
 	int64		idle_secs;		/* a sandbox's idle timeout, 0 for none */
 	int64		source_bytes;	/* the source's size, -1 if not known */
+	int			source_plain;	/* as SbxRequest's */
 	bool		from_save;		/* the snapshot copied is a save */
 } SbxCloneSpec;
 

@@ -194,6 +194,28 @@ sbx_probe_source_size(PGconn *conn, SbxRequest *req)
 }
 
 /*
+ * Whether the source has no extension and no event trigger, which the clone
+ * worker would have to take care of before pg_dump starts: then it may start
+ * pg_dump at once and read the source's catalog meanwhile.
+ */
+static void
+sbx_probe_source_plain(PGconn *conn, SbxRequest *req)
+{
+	PGresult   *res;
+
+	res = libpqsrv_exec(conn,
+						"SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_extension"
+						"                    WHERE oid OPERATOR(pg_catalog.>=) 16384)"
+						"   AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger)",
+						PG_WAIT_EXTENSION);
+	req->source_plain = -1;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		!PQgetisnull(res, 0, 0))
+		req->source_plain = strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? 1 : 0;
+	PQclear(res);
+}
+
+/*
  * Read the source database's encoding and locale into req->locale, for the
  * worker to create the sandbox database with, and its size into
  * req->source_bytes.  If the source cannot be
@@ -212,6 +234,7 @@ sbx_probe_source(const char *source, SbxRequest *req)
 	volatile int source_version = 0;
 
 	memset(locale, 0, sizeof(*locale));
+	req->source_plain = -1;
 	BeginInternalSubTransaction(NULL);
 	PG_TRY();
 	{
@@ -220,6 +243,7 @@ sbx_probe_source(const char *source, SbxRequest *req)
 		sbx_read_source_locale(conn, source, locale);
 		if (!req->schema_only)
 			sbx_probe_source_size(conn, req);
+		sbx_probe_source_plain(conn, req);
 		libpqsrv_disconnect(conn);
 		conn = NULL;
 		ReleaseCurrentSubTransaction();
@@ -240,6 +264,7 @@ sbx_probe_source(const char *source, SbxRequest *req)
 		CurrentResourceOwner = owner;
 		memset(locale, 0, sizeof(*locale));
 		req->source_bytes = -1;
+		req->source_plain = -1;
 		/* a cancel of the caller is not the source's trouble */
 		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
 			ReThrowError(edata);

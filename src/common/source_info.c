@@ -233,6 +233,18 @@ sbx_read_source_info(PGconn *conn, const char *source)
 	info->size_bytes = pg_strtoint64(PQgetvalue(res, 0, 0));
 	PQclear(res);
 
+	/* how much of the data its largest table holds, as last measured */
+	res = sbx_source_query(conn, source,
+						   "SELECT CASE WHEN pg_catalog.sum(c.relpages) OPERATOR(pg_catalog.>) 0"
+						   "       THEN pg_catalog.max(c.relpages)::pg_catalog.float8"
+						   "            OPERATOR(pg_catalog./) pg_catalog.sum(c.relpages) ELSE 1 END"
+						   "  FROM pg_catalog.pg_class c"
+						   " WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')"
+						   "   AND c.oid OPERATOR(pg_catalog.>=) 16384",
+						   "size of the largest table");
+	info->largest_share = strtod(PQgetvalue(res, 0, 0), NULL);
+	PQclear(res);
+
 	sbx_read_source_locale(conn, source, &info->locale);
 	return info;
 }

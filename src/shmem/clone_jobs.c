@@ -33,7 +33,7 @@ static const char *const sbx_step_names[SBX_STEP_COUNT] = {
 	"restored",
 	"copied",
 	"finished",
-	"worker ended",
+	"worker reported",
 	"marked ready",
 };
 
@@ -63,26 +63,41 @@ sbx_take_clone_slots(int j, int64 sandbox_id, int want)
 }
 
 /*
- * The moments of a clone, in milliseconds from its request, for its 'ready'
- * event: "steps (ms): queued 0, taken 1, ...".  Steps not taken are left
- * out.
+ * The moments of a clone, in milliseconds from its request and in the order
+ * they came, for its 'ready' event: "steps (ms from the request): queued
+ * 0.0, taken 1.2, ...".  Steps not taken are left out.
  */
 char *
 sbx_describe_steps(const TimestampTz *steps)
 {
 	StringInfoData buf;
 	TimestampTz origin = steps[SBX_STEP_QUEUED];
+	int			order[SBX_STEP_COUNT];
+	int			n = 0;
 
 	initStringInfo(&buf);
 	if (origin == 0)
 		return buf.data;
-	appendStringInfoString(&buf, "steps (ms from the request):");
+	/* by time, steps of the same moment in their own order */
 	for (int i = 0; i < SBX_STEP_COUNT; i++)
 	{
+		int			k = n++;
+
 		if (steps[i] == 0)
+		{
+			n--;
 			continue;
-		appendStringInfo(&buf, "%s %s %.1f", i == 0 ? "" : ",", sbx_step_names[i],
-						 (double) (steps[i] - origin) / 1000.0);
+		}
+		while (k > 0 && steps[order[k - 1]] > steps[i])
+		{
+			order[k] = order[k - 1];
+			k--;
+		}
+		order[k] = i;
 	}
+	appendStringInfoString(&buf, "steps (ms from the request):");
+	for (int k = 0; k < n; k++)
+		appendStringInfo(&buf, "%s %s %.1f", k == 0 ? "" : ",", sbx_step_names[order[k]],
+						 (double) (steps[order[k]] - origin) / 1000.0);
 	return buf.data;
 }

@@ -519,6 +519,8 @@ sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	sbx_create_role(job);
 	strlcpy(job->source, spec->source, sizeof(job->source));
 	job->schema_only = spec->schema_only;
+	job->source_bytes = spec->source_bytes;
+	job->stream_early = spec->source_plain == 1;
 	if (spec->snapshot)
 	{
 		/* the clone worker copies it, then sbx_clone_secure records it */

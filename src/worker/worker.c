@@ -64,6 +64,8 @@ typedef struct SbxJobState
 {
 	BackgroundWorkerHandle *handle;
 	bool		terminated;		/* asked to stop because the caller left */
+	bool		answered;		/* finished and served before its process
+								 * ended: only its slot is left to free */
 	TimestampTz started;
 	char		actor[NAMEDATALEN];
 } SbxJobState;
@@ -552,12 +554,45 @@ sbx_copy_continue(int j, SbxCloneJob *job)
 }
 
 /*
- * A clone worker has stopped: go on with a copy of a snapshot, or mark its
- * sandbox ready and hand the caller the credentials, or undo it and report
- * why.
+ * Free clone job j, whose process has ended.
  */
 static void
-sbx_clone_finish(int j)
+sbx_clone_free(int j)
+{
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
+	LWLockRelease(sbx_shared->lock);
+	if (sbx_jobs[j].handle != NULL)
+		pfree(sbx_jobs[j].handle);
+	sbx_jobs[j].handle = NULL;
+	sbx_jobs[j].answered = false;
+}
+
+/*
+ * Whether clone job j's worker reported success and has nothing left to do
+ * but exit: then it is served at once (sbx_clone_finish), without waiting
+ * for its process to end.
+ */
+static bool
+sbx_clone_done_early(int j)
+{
+	bool		done;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	done = sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].finished &&
+		sbx_shared->jobs[j].ok && !sbx_shared->jobs[j].copy_stage;
+	LWLockRelease(sbx_shared->lock);
+	return done;
+}
+
+/*
+ * A clone worker has stopped, or (stopped false) reported success and is
+ * exiting: go on with a copy of a snapshot, or mark its sandbox ready and
+ * hand the caller the credentials, or undo it and report why.  A job served
+ * before its process ended keeps its clone slot until it has.
+ */
+static void
+sbx_clone_finish(int j, bool stopped)
 {
 	SbxCloneJob job;
 	bool		abandoned;
@@ -565,6 +600,12 @@ sbx_clone_finish(int j)
 	long		s;
 	int			us;
 
+	if (sbx_jobs[j].answered)
+	{
+		Assert(stopped);
+		sbx_clone_free(j);
+		return;
+	}
 	LWLockAcquire(sbx_shared->lock, LW_SHARED);
 	memcpy(&job, &sbx_shared->jobs[j], sizeof(job));
 	LWLockRelease(sbx_shared->lock);
@@ -578,14 +619,14 @@ sbx_clone_finish(int j)
 	}
 
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	explicit_bzero(&sbx_shared->jobs[j], sizeof(SbxCloneJob));
 	memset(&sbx_shared->progress[j], 0, sizeof(SbxProgress));
 	if (job.request >= 0 && sbx_shared->requests[job.request].serial == job.request_serial)
 		sbx_shared->requests[job.request].clone_job = -1;
 	LWLockRelease(sbx_shared->lock);
-	if (sbx_jobs[j].handle != NULL)
-		pfree(sbx_jobs[j].handle);
-	sbx_jobs[j].handle = NULL;
+	if (stopped)
+		sbx_clone_free(j);
+	else
+		sbx_jobs[j].answered = true;
 
 	TimestampDifference(sbx_jobs[j].started, GetCurrentTimestamp(), &s, &us);
 	secs = s + us / 1000000.0;
@@ -667,13 +708,17 @@ sbx_check_jobs(void)
 			continue;
 		if (sbx_dynamic_worker_stopped(sbx_jobs[j].handle))
 		{
-			sbx_clone_finish(j);
+			sbx_clone_finish(j, true);
 			/* the second half of a copy holds the same job */
 			if (sbx_jobs[j].handle != NULL)
 				running++;
 			continue;
 		}
+		if (!sbx_jobs[j].answered && sbx_clone_done_early(j))
+			sbx_clone_finish(j, false);
 		running += sbx_job_slots(j);
+		if (sbx_jobs[j].answered)
+			continue;			/* no caller to watch any more */
 		LWLockAcquire(sbx_shared->lock, LW_SHARED);
 		slot = sbx_shared->jobs[j].request;
 		serial = sbx_shared->jobs[j].request_serial;
@@ -928,6 +973,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.statistics = req->statistics;
 	spec.idle_secs = req->idle_secs;
 	spec.source_bytes = req->source_bytes;
+	spec.source_plain = req->source_plain;
 	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
 }
 

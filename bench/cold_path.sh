@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+#
+# cold_path.sh: what a clone costs where no file can be cloned, side by side
+# in one run on a throwaway cluster (PostgreSQL 15 unless PGBIN says
+# otherwise), against the manual pipeline
+#   createdb X && pg_dump -Fc SRC | pg_restore --single-transaction -d X
+# and against CREATE DATABASE ... TEMPLATE.  See bench/README.md.
+#
+# Two sources with data: "pgbench" (pgbench -s SCALE) and "many" (NTABLES
+# related tables of ROWS rows, with md5 text, three indexes each,
+# bench/many_tables.sql).  For each, RUNS rounds in a rotating order of:
+#   j1        clone(fresh => true) with pgsandbox.clone_jobs = 1: one
+#             pg_dump into one pg_restore through a pipe
+#   j2, j4    the same with clone_jobs = 2 and 4, parallel_min_size = 0: a
+#             directory archive, pg_dump --jobs, pg_restore --jobs
+#   manual    the manual pipeline above (gzip, as pg_dump's default)
+#   template  CREATE DATABASE ... TEMPLATE
+# Then the snapshot of pgbench: its build (snapshot()) against the manual
+# pipeline, and copies of it with copy_strategy wal_log and file_copy.
+# Then the fixed cost: a schema-only clone of a 10-table source against
+# the manual pipeline with --schema-only, FIXED_RUNS times, and the steps
+# of its median clone, from its ready event.
+#
+# Every copy's rows are counted against its source before it is dropped.
+# Every step runs after a CHECKPOINT.  It prints medians and the medians of
+# the per-round ratios.
+#
+# Settings, from the environment:
+#   SCALE=50  NTABLES=60  ROWS=8000  RUNS=5  FIXED_RUNS=10  COLD_PORT=5533
+#   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out
+#   CASES="pgbench many snapshot fixed"
+#
+set -Eeuo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+SCALE=${SCALE:-50}
+NTABLES=${NTABLES:-60}
+ROWS=${ROWS:-8000}
+RUNS=${RUNS:-5}
+FIXED_RUNS=${FIXED_RUNS:-10}
+COLD_PORT=${COLD_PORT:-5533}
+SKIP_BUILD=${SKIP_BUILD:-0}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+OUTDIR=${OUTDIR:-$repo/bench/out}
+CASES=${CASES:-pgbench many snapshot fixed}
+
+for v in SCALE NTABLES ROWS RUNS FIXED_RUNS COLD_PORT; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "cold_path.sh: $v must be a positive integer, not \"${!v}\"" >&2; exit 1; }
+done
+for c in $CASES; do
+	case $c in pgbench | many | snapshot | fixed) ;; *) echo "cold_path.sh: unknown case \"$c\"" >&2; exit 1 ;; esac
+done
+trap 'echo "cold_path.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+CLUSTER_NAME=cold_path
+CLUSTER_PORT=$COLD_PORT
+. "$repo/bench/throwaway_cluster.sh"
+out=$OUTDIR/cold_path.txt
+
+cluster_start <<EOF
+max_worker_processes = 16
+shared_buffers = '512MB'
+max_wal_size = '8GB'
+pgsandbox.gc_interval = 3600
+pgsandbox.max_sandboxes_per_owner = 100
+pgsandbox.default_ttl = 3600
+pgsandbox.max_concurrent_clones = 4
+EOF
+
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc; }
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# the median over rounds of num[i] / den[i]
+ratio() {
+	local -n num=$1 den=$2
+	local r=()
+	for ((i = 0; i < ${#num[@]}; i++)); do r+=("$(echo "${num[$i]} / ${den[$i]}" | bc -l)"); done
+	median "${r[@]}"
+}
+set_jobs() {
+	q "ALTER SYSTEM SET pgsandbox.clone_jobs = $1" >/dev/null
+	q "ALTER SYSTEM SET pgsandbox.parallel_min_size = 0" >/dev/null
+	q "SELECT pg_reload_conf()" >/dev/null
+	sleep 0.2
+}
+# rows of every table, as one text, of database $1
+contents() {
+	as_pg psql -X -q -A -t -d "$1" -c "SELECT string_agg(format('%s=%s', c.oid::regclass, (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %s', c.oid::regclass), false, true, '')))[1]), ',' ORDER BY c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = 'public'"
+}
+check_copy() {
+	local got
+	got=$(contents "$2")
+	[ "$got" = "$(cat "$tmp/contents_$1")" ] || { echo "cold_path.sh: $2 differs from $1" >&2; exit 1; }
+}
+manual() {
+	local src=$1
+	shift
+	q "CHECKPOINT" >/dev/null
+	local start
+	start=$(now)
+	as_pg bash -c "createdb manual && pg_dump -Fc $* $src | pg_restore --no-owner --no-privileges --exit-on-error --single-transaction -d manual"
+	elapsed "$start"
+}
+# a fresh clone of $1 (schema only if $2 is true): seconds, then its name
+clone_timed() {
+	local start name
+	q "CHECKPOINT" >/dev/null
+	start=$(now)
+	name=$(q "SELECT name FROM pgsandbox.clone('$1', schema_only => ${2:-false}, fresh => true)")
+	echo "$(elapsed "$start") $name"
+}
+
+declare -A med
+report=()
+
+run_source() {
+	local src=$1
+	local -a j1=() j2=() j4=() man=() tpl=()
+	local secs name k
+	contents "$src" >"$tmp/contents_$src"
+	for ((r = 0; r < RUNS; r++)); do
+		for k in 0 1 2 3 4; do
+			case $(((k + r) % 5)) in
+			0 | 1 | 2)
+				local jobs=$((1 << ((k + r) % 5)))
+				set_jobs "$jobs"
+				read -r secs name < <(clone_timed "$src")
+				check_copy "$src" "$name"
+				if [ "$jobs" -gt 1 ] && ! q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" | grep -q "with $jobs jobs"; then
+					echo "cold_path.sh: the clone of $src did not run with $jobs jobs" >&2
+					exit 1
+				fi
+				[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/event_${src}_j$jobs"
+				q "SELECT pgsandbox.drop('$name')" >/dev/null
+				case $jobs in 1) j1+=("$secs") ;; 2) j2+=("$secs") ;; 4) j4+=("$secs") ;; esac ;;
+			3)
+				man+=("$(manual "$src")")
+				check_copy "$src" manual
+				as_pg dropdb manual ;;
+			4)
+				q "CHECKPOINT" >/dev/null
+				local start
+				start=$(now)
+				q "CREATE DATABASE templ TEMPLATE $src" >/dev/null
+				tpl+=("$(elapsed "$start")")
+				q "DROP DATABASE templ" >/dev/null ;;
+			esac
+		done
+		echo "cold_path.sh: $src, round $((r + 1)) of $RUNS done" >&2
+	done
+	{
+		echo "## $src: $(q "SELECT pg_size_pretty(pg_database_size('$src'))"), $RUNS rounds"
+		printf '%-22s %9s %14s %16s\n' step "median s" "/ manual" "/ template"
+		printf '%-22s %9.2f %13.3fx %15.3fx\n' \
+			"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" "$(ratio j1 tpl)" \
+			"clone, 2 jobs" "$(median "${j2[@]}")" "$(ratio j2 man)" "$(ratio j2 tpl)" \
+			"clone, 4 jobs" "$(median "${j4[@]}")" "$(ratio j4 man)" "$(ratio j4 tpl)" \
+			"manual pipeline" "$(median "${man[@]}")" 1 "$(ratio man tpl)" \
+			"template" "$(median "${tpl[@]}")" "$(ratio tpl man)" 1
+		for jobs in 1 2 4; do echo "ready event, $jobs job(s), round 1: $(cat "$tmp/event_${src}_j$jobs")"; done
+		echo
+	} | tee -a "$out"
+}
+
+{
+	echo "# bench/cold_path.sh, $(date -u +%Y-%m-%dT%H:%MZ), PostgreSQL $(q 'SHOW server_version'), $(nproc) cores"
+	echo
+} | tee "$out"
+
+if [[ " $CASES " == *" pgbench "* || " $CASES " == *" snapshot "* ]]; then
+	echo "cold_path.sh: making pgbench -s $SCALE" >&2
+	as_pg createdb pgbench
+	as_pg pgbench -q -i -s "$SCALE" pgbench >/dev/null 2>&1
+	as_pg psql -X -q -d pgbench -c "VACUUM ANALYZE"
+	q "SELECT pgsandbox.add_source('pgbench', 'dbname=pgbench', allow_data => true)" >/dev/null
+fi
+if [[ " $CASES " == *" pgbench "* ]]; then
+	run_source pgbench
+fi
+
+if [[ " $CASES " == *" many "* ]]; then
+	echo "cold_path.sh: making $NTABLES tables of $ROWS rows" >&2
+	as_pg createdb many
+	as_pg psql -X -q -d many -v ntables="$NTABLES" -v with_ext=0 -v rows="$ROWS" -f "$repo/bench/many_tables.sql" >/dev/null
+	as_pg psql -X -q -d many -c "VACUUM ANALYZE"
+	q "SELECT pgsandbox.add_source('many', 'dbname=many', allow_data => true)" >/dev/null
+	run_source many
+fi
+
+if [[ " $CASES " == *" snapshot "* ]]; then
+	set_jobs 1
+	contents pgbench >"$tmp/contents_pgbench"
+	declare -a build=() bman=() wal=() fcopy=()
+	for ((r = 0; r < RUNS; r++)); do
+		q "SELECT pgsandbox.drop_snapshot('pgbench', false)" >/dev/null 2>&1 || true
+		q "CHECKPOINT" >/dev/null
+		start=$(now)
+		q "SELECT pgsandbox.snapshot('pgbench', false)" >/dev/null
+		build+=("$(elapsed "$start")")
+		bman+=("$(manual pgbench)")
+		as_pg dropdb manual
+		for strategy in wal_log file_copy; do
+			q "ALTER SYSTEM SET pgsandbox.copy_strategy = $strategy" >/dev/null
+			q "SELECT pg_reload_conf()" >/dev/null
+			sleep 0.2
+			q "CHECKPOINT" >/dev/null
+			start=$(now)
+			name=$(q "SELECT name FROM pgsandbox.clone('pgbench', schema_only => false)")
+			secs=$(elapsed "$start")
+			check_copy pgbench "$name"
+			[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/event_copy_$strategy"
+			q "SELECT pgsandbox.drop('$name')" >/dev/null
+			if [ $strategy = wal_log ]; then wal+=("$secs"); else fcopy+=("$secs"); fi
+		done
+		echo "cold_path.sh: snapshot, round $((r + 1)) of $RUNS done" >&2
+	done
+	q "ALTER SYSTEM RESET pgsandbox.copy_strategy" >/dev/null
+	q "SELECT pg_reload_conf()" >/dev/null
+	{
+		echo "## the snapshot of pgbench ($(q "SELECT pg_size_pretty(pg_database_size('pgbench'))")), $RUNS rounds"
+		printf '%-26s %9.2f s\n' "build (snapshot())" "$(median "${build[@]}")" \
+			"manual pipeline" "$(median "${bman[@]}")" \
+			"copy, WAL_LOG" "$(median "${wal[@]}")" \
+			"copy, FILE_COPY" "$(median "${fcopy[@]}")"
+		printf 'build / manual:            %.3fx\n' "$(ratio build bman)"
+		printf 'FILE_COPY / WAL_LOG copy:  %.3fx\n' "$(ratio fcopy wal)"
+		echo "ready event of a WAL_LOG copy: $(cat "$tmp/event_copy_wal_log")"
+		echo "ready event of a FILE_COPY copy: $(cat "$tmp/event_copy_file_copy")"
+		echo
+	} | tee -a "$out"
+fi
+
+if [[ " $CASES " == *" fixed "* ]]; then
+	as_pg createdb small
+	as_pg psql -X -q -d small -v ntables=10 -v with_ext=0 -f "$repo/bench/many_tables.sql" >/dev/null
+	q "SELECT pgsandbox.add_source('small', 'dbname=small')" >/dev/null
+	declare -a fs=() fm=() names=()
+	for ((r = 0; r < FIXED_RUNS; r++)); do
+		read -r secs name < <(clone_timed small true)
+		fs+=("$secs")
+		q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/fixed_$r"
+		q "SELECT pgsandbox.drop('$name')" >/dev/null
+		fm+=("$(manual small --schema-only)")
+		as_pg dropdb manual
+	done
+	ms=()
+	for ((r = 0; r < FIXED_RUNS; r++)); do ms+=("$(echo "(${fs[$r]} - ${fm[$r]}) * 1000" | bc -l)"); done
+	# the round closest to the median
+	mid=$(median "${fs[@]}")
+	mid_r=$(for ((r = 0; r < FIXED_RUNS; r++)); do echo "$r $(echo "d = ${fs[$r]} - $mid; if (d < 0) -d else d" | bc -l)"; done | sort -g -k2 | head -1 | cut -d' ' -f1)
+	{
+		echo "## fixed cost: a schema-only clone of 10 tables, $FIXED_RUNS rounds"
+		printf 'clone:    %.1f ms (median)\n' "$(echo "$(median "${fs[@]}") * 1000" | bc -l)"
+		printf 'manual:   %.1f ms (median)\n' "$(echo "$(median "${fm[@]}") * 1000" | bc -l)"
+		printf 'clone - manual: %.1f ms (median of the per-round differences)\n' "$(median "${ms[@]}")"
+		echo "ready event of the clone closest to the median: $(cat "$tmp/fixed_$mid_r")"
+		echo
+	} | tee -a "$out"
+fi
