@@ -16,7 +16,8 @@
 #   manual    the manual pipeline above (gzip, as pg_dump's default)
 #   template  CREATE DATABASE ... TEMPLATE
 # Then the snapshot of pgbench: its build (snapshot()) against the manual
-# pipeline, and copies of it with copy_strategy wal_log and file_copy.
+# pipeline; and for pgbench at each scale of COPY_SCALES, copies of its
+# snapshot with copy_strategy wal_log and file_copy, in turn.
 # Then the fixed cost: a schema-only clone of a 10-table source against
 # the manual pipeline with --schema-only, FIXED_RUNS times, and the steps
 # of its median clone, from its ready event.
@@ -28,7 +29,7 @@
 # Settings, from the environment:
 #   SCALE=50  NTABLES=60  ROWS=8000  RUNS=5  FIXED_RUNS=10  COLD_PORT=5533
 #   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out
-#   CASES="pgbench many snapshot fixed"
+#   CASES="pgbench many snapshot fixed"  COPY_SCALES="5 20 100"
 #
 set -Eeuo pipefail
 
@@ -43,6 +44,7 @@ SKIP_BUILD=${SKIP_BUILD:-0}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 OUTDIR=${OUTDIR:-$repo/bench/out}
 CASES=${CASES:-pgbench many snapshot fixed}
+COPY_SCALES=${COPY_SCALES:-5 20 100}
 
 for v in SCALE NTABLES ROWS RUNS FIXED_RUNS COLD_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "cold_path.sh: $v must be a positive integer, not \"${!v}\"" >&2; exit 1; }
@@ -190,7 +192,7 @@ fi
 if [[ " $CASES " == *" snapshot "* ]]; then
 	set_jobs 1
 	contents pgbench >"$tmp/contents_pgbench"
-	declare -a build=() bman=() wal=() fcopy=()
+	declare -a build=() bman=()
 	for ((r = 0; r < RUNS; r++)); do
 		q "SELECT pgsandbox.drop_snapshot('pgbench', false)" >/dev/null 2>&1 || true
 		q "CHECKPOINT" >/dev/null
@@ -199,35 +201,55 @@ if [[ " $CASES " == *" snapshot "* ]]; then
 		build+=("$(elapsed "$start")")
 		bman+=("$(manual pgbench)")
 		as_pg dropdb manual
-		for strategy in wal_log file_copy; do
-			q "ALTER SYSTEM SET pgsandbox.copy_strategy = $strategy" >/dev/null
-			q "SELECT pg_reload_conf()" >/dev/null
-			sleep 0.2
-			q "CHECKPOINT" >/dev/null
-			start=$(now)
-			name=$(q "SELECT name FROM pgsandbox.clone('pgbench', schema_only => false)")
-			secs=$(elapsed "$start")
-			check_copy pgbench "$name"
-			[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/event_copy_$strategy"
-			q "SELECT pgsandbox.drop('$name')" >/dev/null
-			if [ $strategy = wal_log ]; then wal+=("$secs"); else fcopy+=("$secs"); fi
-		done
-		echo "cold_path.sh: snapshot, round $((r + 1)) of $RUNS done" >&2
+		echo "cold_path.sh: snapshot build, round $((r + 1)) of $RUNS done" >&2
 	done
-	q "ALTER SYSTEM RESET pgsandbox.copy_strategy" >/dev/null
-	q "SELECT pg_reload_conf()" >/dev/null
+	q "SELECT pgsandbox.drop_snapshot('pgbench', false)" >/dev/null
 	{
 		echo "## the snapshot of pgbench ($(q "SELECT pg_size_pretty(pg_database_size('pgbench'))")), $RUNS rounds"
 		printf '%-26s %9.2f s\n' "build (snapshot())" "$(median "${build[@]}")" \
-			"manual pipeline" "$(median "${bman[@]}")" \
-			"copy, WAL_LOG" "$(median "${wal[@]}")" \
-			"copy, FILE_COPY" "$(median "${fcopy[@]}")"
+			"manual pipeline" "$(median "${bman[@]}")"
 		printf 'build / manual:            %.3fx\n' "$(ratio build bman)"
-		printf 'FILE_COPY / WAL_LOG copy:  %.3fx\n' "$(ratio fcopy wal)"
-		echo "ready event of a WAL_LOG copy: $(cat "$tmp/event_copy_wal_log")"
-		echo "ready event of a FILE_COPY copy: $(cat "$tmp/event_copy_file_copy")"
 		echo
+		echo "## copies of a snapshot, WAL_LOG against FILE_COPY, $RUNS rounds each"
+		printf '%-8s %10s %10s %10s %12s\n' scale size "WAL_LOG s" "FILE_COPY s" "FILE/WAL"
 	} | tee -a "$out"
+	for scale in $COPY_SCALES; do
+		src=copy$scale
+		as_pg createdb "$src"
+		as_pg pgbench -q -i -s "$scale" "$src" >/dev/null 2>&1
+		as_pg psql -X -q -d "$src" -c "VACUUM ANALYZE"
+		contents "$src" >"$tmp/contents_$src"
+		q "SELECT pgsandbox.add_source('$src', 'dbname=$src', allow_data => true)" >/dev/null
+		q "SELECT pgsandbox.snapshot('$src', false)" >/dev/null
+		declare -a wal=() fcopy=()
+		for ((r = 0; r < RUNS; r++)); do
+			for k in 0 1; do
+				strategy=$([ $(((k + r) % 2)) = 0 ] && echo wal_log || echo file_copy)
+				q "ALTER SYSTEM SET pgsandbox.copy_strategy = $strategy" >/dev/null
+				q "SELECT pg_reload_conf()" >/dev/null
+				sleep 0.2
+				q "CHECKPOINT" >/dev/null
+				start=$(now)
+				name=$(q "SELECT name FROM pgsandbox.clone('$src', schema_only => false)")
+				secs=$(elapsed "$start")
+				check_copy "$src" "$name"
+				q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" |
+					grep -q "$([ $strategy = wal_log ] && echo 'WAL log' || echo 'file copy')" ||
+					{ echo "cold_path.sh: the copy did not take $strategy" >&2; exit 1; }
+				q "SELECT pgsandbox.drop('$name')" >/dev/null
+				if [ $strategy = wal_log ]; then wal+=("$secs"); else fcopy+=("$secs"); fi
+			done
+		done
+		size=$(q "SELECT pg_size_pretty(pg_database_size('$src'))")
+		q "SELECT pgsandbox.drop_snapshot('$src', false)" >/dev/null
+		as_pg dropdb "$src"
+		printf '%-8s %10s %10.2f %10.2f %11.3fx\n' "$scale" "$size" \
+			"$(median "${wal[@]}")" "$(median "${fcopy[@]}")" "$(ratio fcopy wal)" | tee -a "$out"
+		echo "cold_path.sh: copies at scale $scale done" >&2
+	done
+	q "ALTER SYSTEM RESET pgsandbox.copy_strategy" >/dev/null
+	q "SELECT pg_reload_conf()" >/dev/null
+	echo | tee -a "$out"
 fi
 
 if [[ " $CASES " == *" fixed "* ]]; then

@@ -99,7 +99,7 @@ SKIP:
 	  $major >= 18
 	  ? qr/the filesystem of "base\/pgsql_tmp" does not clone files: \S/
 	  : qr/cloning files needs PostgreSQL 18/;
-	like(ready_event($node, $name), qr/^copied from a snapshot in [0-9.]+ s \(WAL log; $why.*\)$/,
+	like(ready_event($node, $name), qr/^copied from a snapshot in [0-9.]+ s \(WAL log; $why[^)]*\); steps \(ms from the request\): /,
 		"PostgreSQL $major on a disk that does not clone: the copy falls back to WAL_LOG, and its event says why");
 	is(in_sandbox($node, $conninfo, $rows_sql), $node->safe_psql('thin_src', $rows_sql),
 		'and has every row of the source');
@@ -107,7 +107,7 @@ SKIP:
 $node->safe_psql('postgres', q{ALTER SYSTEM SET pgsandbox.copy_strategy = 'wal_log'});
 $node->reload;
 my ($wname) = clone_copy($node);
-like(ready_event($node, $wname), qr/^copied from a snapshot in [0-9.]+ s \(WAL log\)$/,
+like(ready_event($node, $wname), qr/^copied from a snapshot in [0-9.]+ s \(WAL log\); steps \(ms from the request\): /,
 	'copy_strategy = wal_log: the event names the strategy and nothing more');
 is(untracked_sandboxes($node), '0', 'nothing untracked');
 $node->stop;
@@ -158,7 +158,7 @@ sub used_bytes
 my $used_before = used_bytes();
 my ($name, $conninfo) = clone_copy($node);
 my $used_after = used_bytes();
-like(ready_event($node, $name), qr/^copied from a snapshot in [0-9.]+ s \(file clone\)$/,
+like(ready_event($node, $name), qr/^copied from a snapshot in [0-9.]+ s \(file clone\); steps \(ms from the request\): /,
 	'on PostgreSQL 18 with XFS reflink, the copy clones the files, and its event says so');
 is(in_sandbox($node, $conninfo, $rows_sql), $source_rows, 'the copy has every row of its source');
 my $grown = $used_after - $used_before;
