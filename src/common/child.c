@@ -324,7 +324,12 @@ sbx_children_wait(SbxChild *children, int nchildren)
 		if (nfds == 0 && all_exited)
 			return;
 
-		if (poll(fds, nfds, 100) < 0 && errno != EINTR)
+		/*
+		 * A child closes its stderr as it exits, a moment before it can be
+		 * reaped: then wait a millisecond, not the 100 that a child still
+		 * writing gets between checks for interrupts.
+		 */
+		if (poll(fds, nfds, nfds > 0 ? 100 : 1) < 0 && errno != EINTR)
 			ereport(ERROR,
 					(errcode_for_socket_access(),
 					 errmsg("could not wait for child processes: %m")));
