@@ -6,9 +6,10 @@
 #   createdb X && pg_dump -Fc SRC | pg_restore --single-transaction -d X
 # and against CREATE DATABASE ... TEMPLATE.  See bench/README.md.
 #
-# Two sources with data: "pgbench" (pgbench -s SCALE) and "many" (NTABLES
+# Three sources with data: "pgbench" (pgbench -s SCALE), "many" (NTABLES
 # related tables of ROWS rows, with md5 text, three indexes each,
-# bench/many_tables.sql).  For each, RUNS rounds in a rotating order of:
+# bench/many_tables.sql) and "zabbix" (the schema, images and data that
+# Debian's zabbix-server-pgsql ships: a real application's database).  For each, RUNS rounds in a rotating order of:
 #   j1        clone(fresh => true) with pgsandbox.clone_jobs = 1: one
 #             pg_dump into one pg_restore through a pipe
 #   j2, j4    the same with clone_jobs = 2 and 4, parallel_min_size = 0: a
@@ -31,10 +32,12 @@
 # Settings, from the environment:
 #   SCALE=50  NTABLES=60  ROWS=8000  RUNS=5  FIXED_RUNS=10  COLD_PORT=5533
 #   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out
-#   CASES="pgbench many snapshot fixed"  COPY_SCALES="5 20 100"
+#   CASES="pgbench many zabbix snapshot fixed"  COPY_SCALES="5 20 100"
+#   ZABBIX_DEB=  Debian's zabbix-server-pgsql package; as root, fetched with
+#             apt-get download when not given
 #   REMOTE=0  1: the sources live on a second throwaway cluster, reached
 #             over TCP (127.0.0.1) with a password, as a remote source is;
-#             only the pgbench and many cases, and no template step
+#             only the pgbench, many and zabbix cases, and no template step
 #   WAL_LEVEL=replica (minimal: a table loaded in the transaction that made
 #             it skips the WAL; pg_restore --jobs loads each table in a
 #             transaction that first truncates it, for the same reason)
@@ -51,7 +54,7 @@ COLD_PORT=${COLD_PORT:-5533}
 SKIP_BUILD=${SKIP_BUILD:-0}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 OUTDIR=${OUTDIR:-$repo/bench/out}
-CASES=${CASES:-pgbench many snapshot fixed}
+CASES=${CASES:-pgbench many zabbix snapshot fixed}
 COPY_SCALES=${COPY_SCALES:-5 20 100}
 WAL_LEVEL=${WAL_LEVEL:-replica}
 REMOTE=${REMOTE:-0}
@@ -60,11 +63,11 @@ for v in SCALE NTABLES ROWS RUNS FIXED_RUNS COLD_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "cold_path.sh: $v must be a positive integer, not \"${!v}\"" >&2; exit 1; }
 done
 for c in $CASES; do
-	case $c in pgbench | many | snapshot | fixed) ;; *) echo "cold_path.sh: unknown case \"$c\"" >&2; exit 1 ;; esac
+	case $c in pgbench | many | zabbix | snapshot | fixed) ;; *) echo "cold_path.sh: unknown case \"$c\"" >&2; exit 1 ;; esac
 done
 case $WAL_LEVEL in replica | minimal) ;; *) echo "cold_path.sh: WAL_LEVEL must be replica or minimal" >&2; exit 1 ;; esac
 case $REMOTE in 0) ;; 1) [[ " $CASES " != *" snapshot "* && " $CASES " != *" fixed "* ]] ||
-	{ echo "cold_path.sh: REMOTE=1 measures the pgbench and many cases only (set CASES)" >&2; exit 1; } ;;
+	{ echo "cold_path.sh: REMOTE=1 measures the pgbench, many and zabbix cases only (set CASES)" >&2; exit 1; } ;;
 	*) echo "cold_path.sh: REMOTE must be 0 or 1" >&2; exit 1 ;; esac
 trap 'echo "cold_path.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -231,6 +234,26 @@ if [[ " $CASES " == *" many "* ]]; then
 	as_src psql -X -q -d many -c "VACUUM ANALYZE"
 	q "SELECT pgsandbox.add_source('many', '$(src_conninfo many)', allow_data => true)" >/dev/null
 	run_source many
+fi
+
+if [[ " $CASES " == *" zabbix "* ]]; then
+	deb=${ZABBIX_DEB:-}
+	if [ -z "$deb" ] && [ "$(id -u)" = 0 ]; then
+		(cd "$tmp" && apt-get download zabbix-server-pgsql >/dev/null 2>&1) || true
+		deb=$(ls "$tmp"/zabbix-server-pgsql_*.deb 2>/dev/null | head -1)
+	fi
+	[ -n "$deb" ] && [ -r "$deb" ] || { echo "cold_path.sh: no zabbix-server-pgsql package (set ZABBIX_DEB)" >&2; exit 1; }
+	dpkg-deb -x "$deb" "$tmp/zabbix"
+	[ "$(id -u)" != 0 ] || chown -R postgres: "$tmp/zabbix"
+	zsql=$tmp/zabbix/usr/share/zabbix-server-pgsql
+	echo "cold_path.sh: loading Zabbix's schema and data ($(basename "$deb"))" >&2
+	as_src createdb zabbix
+	for f in schema images data; do
+		as_src bash -c "gzip -dc '$zsql/$f.sql.gz' | psql -X -q -v ON_ERROR_STOP=1 -d zabbix" >/dev/null
+	done
+	as_src psql -X -q -d zabbix -c "VACUUM ANALYZE"
+	q "SELECT pgsandbox.add_source('zabbix', '$(src_conninfo zabbix)', allow_data => true)" >/dev/null
+	run_source zabbix
 fi
 
 if [[ " $CASES " == *" snapshot "* ]]; then
