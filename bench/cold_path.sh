@@ -198,14 +198,23 @@ run_source() {
 		echo "cold_path.sh: $src, round $((r + 1)) of $RUNS done" >&2
 	done
 	{
-		echo "## $src: $(as_src psql -X -q -A -t -d "$src" -c "SELECT pg_size_pretty(pg_database_size('$src'))"), $RUNS rounds$([ "$REMOTE" = 1 ] && echo ", the source over TCP on a second cluster (no template step: its column is meaningless)")"
-		printf '%-26s %9s %14s %16s\n' step "median s" "/ manual" "/ template"
-		printf '%-26s %9.2f %13.3fx %15.3fx\n' \
-			"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" "$(ratio j1 tpl)" \
-			"clone, 2 jobs (took ${took[2]})" "$(median "${j2[@]}")" "$(ratio j2 man)" "$(ratio j2 tpl)" \
-			"clone, 4 jobs (took ${took[4]})" "$(median "${j4[@]}")" "$(ratio j4 man)" "$(ratio j4 tpl)" \
-			"manual pipeline" "$(median "${man[@]}")" 1 "$(ratio man tpl)" \
-			"template" "$(median "${tpl[@]}")" "$(ratio tpl man)" 1
+		echo "## $src: $(as_src psql -X -q -A -t -d "$src" -c "SELECT pg_size_pretty(pg_database_size('$src'))"), $RUNS rounds$([ "$REMOTE" = 1 ] && echo ", the source over TCP on a second cluster")"
+		if [ "$REMOTE" = 1 ]; then
+			printf '%-26s %9s %14s\n' step "median s" "/ manual"
+			printf '%-26s %9.2f %13.3fx\n' \
+				"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" \
+				"clone, 2 jobs (took ${took[2]})" "$(median "${j2[@]}")" "$(ratio j2 man)" \
+				"clone, 4 jobs (took ${took[4]})" "$(median "${j4[@]}")" "$(ratio j4 man)" \
+				"manual pipeline" "$(median "${man[@]}")" 1
+		else
+			printf '%-26s %9s %14s %16s\n' step "median s" "/ manual" "/ template"
+			printf '%-26s %9.2f %13.3fx %15.3fx\n' \
+				"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" "$(ratio j1 tpl)" \
+				"clone, 2 jobs (took ${took[2]})" "$(median "${j2[@]}")" "$(ratio j2 man)" "$(ratio j2 tpl)" \
+				"clone, 4 jobs (took ${took[4]})" "$(median "${j4[@]}")" "$(ratio j4 man)" "$(ratio j4 tpl)" \
+				"manual pipeline" "$(median "${man[@]}")" 1 "$(ratio man tpl)" \
+				"template" "$(median "${tpl[@]}")" "$(ratio tpl man)" 1
+		fi
 		for jobs in 1 2 4; do echo "ready event, $jobs job(s), round 1: $(cat "$tmp/event_${src}_j$jobs")"; done
 		echo
 	} | tee -a "$out"
@@ -220,7 +229,7 @@ if [[ " $CASES " == *" pgbench "* || " $CASES " == *" snapshot "* ]]; then
 	echo "cold_path.sh: making pgbench -s $SCALE" >&2
 	as_src createdb pgbench
 	as_src pgbench -q -i -s "$SCALE" pgbench >/dev/null 2>&1
-	as_src psql -X -q -d pgbench -c "VACUUM ANALYZE"
+	as_src psql -X -q -d pgbench -c "VACUUM ANALYZE" 2>/dev/null
 	q "SELECT pgsandbox.add_source('pgbench', '$(src_conninfo pgbench)', allow_data => true)" >/dev/null
 fi
 if [[ " $CASES " == *" pgbench "* ]]; then
@@ -231,7 +240,7 @@ if [[ " $CASES " == *" many "* ]]; then
 	echo "cold_path.sh: making $NTABLES tables of $ROWS rows" >&2
 	as_src createdb many
 	as_src psql -X -q -d many -v ntables="$NTABLES" -v with_ext=0 -v rows="$ROWS" -f "$repo/bench/many_tables.sql" >/dev/null
-	as_src psql -X -q -d many -c "VACUUM ANALYZE"
+	as_src psql -X -q -d many -c "VACUUM ANALYZE" 2>/dev/null
 	q "SELECT pgsandbox.add_source('many', '$(src_conninfo many)', allow_data => true)" >/dev/null
 	run_source many
 fi
@@ -251,7 +260,7 @@ if [[ " $CASES " == *" zabbix "* ]]; then
 	for f in schema images data; do
 		as_src bash -c "gzip -dc '$zsql/$f.sql.gz' | psql -X -q -v ON_ERROR_STOP=1 -d zabbix" >/dev/null
 	done
-	as_src psql -X -q -d zabbix -c "VACUUM ANALYZE"
+	as_src psql -X -q -d zabbix -c "VACUUM ANALYZE" 2>/dev/null
 	q "SELECT pgsandbox.add_source('zabbix', '$(src_conninfo zabbix)', allow_data => true)" >/dev/null
 	run_source zabbix
 fi
