@@ -82,3 +82,9 @@ SELECT action FROM pgsandbox.events WHERE sandbox = :'data_name' ORDER BY at;
 SELECT pgsandbox.drop(name) FROM pgsandbox.sandboxes WHERE status = 'ready';
 SELECT status, count(*) FROM pgsandbox.sandboxes GROUP BY 1;
 DROP DATABASE regress_sbx_src;
+
+-- pg_dump's compression is a level or a method: nothing else reaches its argv
+ALTER SYSTEM SET pgsandbox.dump_compression = '0 --file=/tmp/x';
+ALTER SYSTEM SET pgsandbox.dump_compression = '';
+ALTER SYSTEM SET pgsandbox.dump_compression = 'ZSTD';
+SHOW pgsandbox.dump_compression;

@@ -570,8 +570,9 @@ sbx_clone_free(int j)
 
 /*
  * Whether clone job j's worker reported success and has nothing left to do
- * but exit: then it is served at once (sbx_clone_finish), without waiting
- * for its process to end.
+ * but exit: then a sandbox or pool member is served at once
+ * (sbx_clone_finish), without waiting for the process to end.  A reset,
+ * whose database is renamed next, a save and a snapshot wait for it.
  */
 static bool
 sbx_clone_done_early(int j)
@@ -580,7 +581,10 @@ sbx_clone_done_early(int j)
 
 	LWLockAcquire(sbx_shared->lock, LW_SHARED);
 	done = sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].finished &&
-		sbx_shared->jobs[j].ok && !sbx_shared->jobs[j].copy_stage;
+		sbx_shared->jobs[j].ok && !sbx_shared->jobs[j].copy_stage &&
+		!sbx_shared->jobs[j].reset &&
+		(sbx_shared->jobs[j].kind == SBX_KIND_SANDBOX ||
+		 sbx_shared->jobs[j].kind == SBX_KIND_POOL);
 	LWLockRelease(sbx_shared->lock);
 	return done;
 }
