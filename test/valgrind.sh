@@ -6,7 +6,8 @@
 # and a clone of it, drops held by other roles (a janitor in another
 # database, a blocked role dropped by a later pass), a masked and reduced
 # clone (a followed table, a down table that refers to itself, a
-# partitioned one, a share of pages), a pool fill,
+# partitioned one, a share of pages), a parallel dump and restore, a pool
+# fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -96,6 +97,15 @@ P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND a
 # and a share of the pages of a partitioned table
 P -d postgres -c "SELECT pgsandbox.subset('shop', 'public.e', '50% of pages')" >/dev/null
 G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('shop', schema_only => false)")
+P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
+# a parallel dump and restore (three tables alike, two jobs): its slots
+P -d postgres -c "CREATE DATABASE par" -c "ALTER SYSTEM SET pgsandbox.parallel_min_size = 0" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+P -d par -c "CREATE TABLE p1 AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 20000) g" \
+	-c "CREATE TABLE p2 AS TABLE p1" -c "CREATE TABLE p3 AS TABLE p1" -c "VACUUM ANALYZE"
+P -d postgres -c "SELECT pgsandbox.add_source('par', 'dbname=par', allow_data => true)" >/dev/null
+sleep 1
+G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('par', schema_only => false)")
 P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
