@@ -118,13 +118,15 @@ as_src() {
 }
 
 now() { date +%s.%N; }
-elapsed() { echo "$(now) - $1" | bc; }
+# arithmetic in awk: bc is not everywhere (the test chroots lack it)
+calc() { awk "BEGIN { printf \"%.6f\\n\", $1 }"; }
+elapsed() { calc "$(now) - $1"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # the median over rounds of num[i] / den[i]
 ratio() {
 	local -n num=$1 den=$2
 	local r=()
-	for ((i = 0; i < ${#num[@]}; i++)); do r+=("$(echo "${num[$i]} / ${den[$i]}" | bc -l)"); done
+	for ((i = 0; i < ${#num[@]}; i++)); do r+=("$(calc "${num[$i]} / ${den[$i]}")"); done
 	median "${r[@]}"
 }
 set_jobs() {
@@ -342,14 +344,14 @@ if [[ " $CASES " == *" fixed "* ]]; then
 		as_pg dropdb manual
 	done
 	ms=()
-	for ((r = 0; r < FIXED_RUNS; r++)); do ms+=("$(echo "(${fs[$r]} - ${fm[$r]}) * 1000" | bc -l)"); done
+	for ((r = 0; r < FIXED_RUNS; r++)); do ms+=("$(calc "(${fs[$r]} - ${fm[$r]}) * 1000")"); done
 	# the round closest to the median
 	mid=$(median "${fs[@]}")
-	mid_r=$(for ((r = 0; r < FIXED_RUNS; r++)); do echo "$r $(echo "d = ${fs[$r]} - $mid; if (d < 0) -d else d" | bc -l)"; done | sort -g -k2 | head -1 | cut -d' ' -f1)
+	mid_r=$(for ((r = 0; r < FIXED_RUNS; r++)); do echo "$r $(calc "(${fs[$r]} - $mid) * (${fs[$r]} - $mid)")"; done | sort -g -k2 | head -1 | cut -d' ' -f1)
 	{
 		echo "## fixed cost: a schema-only clone of 10 tables, $FIXED_RUNS rounds"
-		printf 'clone:    %.1f ms (median)\n' "$(echo "$(median "${fs[@]}") * 1000" | bc -l)"
-		printf 'manual:   %.1f ms (median)\n' "$(echo "$(median "${fm[@]}") * 1000" | bc -l)"
+		printf 'clone:    %.1f ms (median)\n' "$(calc "$(median "${fs[@]}") * 1000")"
+		printf 'manual:   %.1f ms (median)\n' "$(calc "$(median "${fm[@]}") * 1000")"
 		printf 'clone - manual: %.1f ms (median of the per-round differences)\n' "$(median "${ms[@]}")"
 		echo "ready event of the clone closest to the median: $(cat "$tmp/fixed_$mid_r")"
 		echo
