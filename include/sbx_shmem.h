@@ -135,6 +135,8 @@ typedef struct SbxRequest
 	int			source_plain;	/* CLONE: 1 if the probe found no extension
 								 * or event trigger in the source, 0 if it
 								 * found one, -1 if not known */
+	double		source_share;	/* CLONE: of the tables' pages, in the
+								 * largest, as probed; 1 if not known */
 	char		labels[SBX_LABELS_MAX]; /* CLONE */
 	SbxLocale	locale;			/* CLONE: the source's, if known */
 
@@ -312,7 +314,7 @@ extern void sbx_check_database(void);
 extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
 
 /* clone slots and the moments of a clone (clone_jobs.c) */
-extern int	sbx_take_clone_slots(int j, int64 sandbox_id, int want);
+extern void sbx_release_clone_slots(int j, int64 sandbox_id);
 extern char *sbx_describe_steps(const TimestampTz *steps);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);
 

@@ -92,6 +92,8 @@ typedef struct SbxCloneSpec
 	int64		idle_secs;		/* a sandbox's idle timeout, 0 for none */
 	int64		source_bytes;	/* the source's size, -1 if not known */
 	int			source_plain;	/* as SbxRequest's */
+	double		source_share;	/* as SbxRequest's; 0 when not probed is
+								 * read as 1 */
 	bool		from_save;		/* the snapshot copied is a save */
 } SbxCloneSpec;
 

@@ -177,19 +177,32 @@ sbx_check_request_source(const SbxRequest *req, bool check_data)
 
 /*
  * What a copy of the source is expected to take, for the disk budget: its
- * database's size, or -1 if it does not say.
+ * database's size, or -1 if it does not say; and how much of its tables'
+ * pages its largest holds, which decides whether a dump of it may run in
+ * parallel.
  */
 static void
 sbx_probe_source_size(PGconn *conn, SbxRequest *req)
 {
 	PGresult   *res;
 
-	res = libpqsrv_exec(conn, "SELECT pg_catalog.pg_database_size(pg_catalog.current_database())",
+	res = libpqsrv_exec(conn,
+						"SELECT pg_catalog.pg_database_size(pg_catalog.current_database()),"
+						"       (SELECT CASE WHEN pg_catalog.sum(c.relpages) OPERATOR(pg_catalog.>) 0"
+						"               THEN pg_catalog.max(c.relpages)::pg_catalog.float8"
+						"                    OPERATOR(pg_catalog./) pg_catalog.sum(c.relpages) ELSE 1 END"
+						"          FROM pg_catalog.pg_class c"
+						"         WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')"
+						"           AND c.oid OPERATOR(pg_catalog.>=) 16384)",
 						PG_WAIT_EXTENSION);
 	req->source_bytes = -1;
+	req->source_share = 1;
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-		!PQgetisnull(res, 0, 0))
+		!PQgetisnull(res, 0, 0) && !PQgetisnull(res, 0, 1))
+	{
 		req->source_bytes = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+		req->source_share = strtod(PQgetvalue(res, 0, 1), NULL);
+	}
 	PQclear(res);
 }
 

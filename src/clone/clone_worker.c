@@ -624,9 +624,9 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
 
 /*
  * A clone whose source had, as its caller probed it, no extension and no
- * event trigger, and is too small to dump in parallel: pg_dump streams into
- * pg_restore at once, and the source's catalog is read meanwhile, on a
- * connection of its own.  If the catalog then shows what the stream could
+ * event trigger, and that was granted no slot to dump in parallel: pg_dump
+ * streams into pg_restore at once, and the source's catalog is read
+ * meanwhile, on a connection of its own.  If the catalog then shows what the stream could
  * not take care of (an extension or an event trigger made since the probe),
  * the clone fails and may be tried again.
  */
@@ -657,33 +657,27 @@ sbx_stream_first(char **dump_env, char **restore_env)
 }
 
 /*
- * How many jobs pg_dump and pg_restore run with: with pgsandbox.clone_jobs
- * above 1, a data clone of a source of pgsandbox.parallel_min_size or more
- * takes as many more clone slots as are free, up to that many jobs in all.
- * A smaller source, a schema-only or a reduced clone streams with one, and
- * so does a source whose largest table holds half its pages or more: one
- * table's rows and index load on one core whatever the jobs, and the stream
- * overlaps the dump with the restore, which the directory archive cannot.
- * (bench/cold_path.sh, 2 cores: pgbench -s 50, 2 jobs, 1.55x the stream;
- * 60 tables of 8,000 rows, 0.88x.)
+ * How many jobs pg_dump and pg_restore run with: one, and one more for each
+ * clone slot the lifecycle worker granted the job (worker.c), which it did
+ * for a large source none of whose tables held half the pages when clone()
+ * probed it.  A reduced clone, or a source found otherwise now, streams with
+ * one and gives the slots back.  (bench/cold_path.sh, 2 cores: pgbench -s 50,
+ * one table, took 1.55x as long with 2 jobs as the stream.)
  */
-#define SBX_PARALLEL_MAX_SHARE	0.5
-
-static bool
-sbx_parallel_size(int64 bytes)
-{
-	return !sbx_job.schema_only && sbx_clone_jobs > 1 &&
-		bytes >= (int64) sbx_parallel_min_size * 1024 * 1024;
-}
-
 static int
 sbx_choose_jobs(const SbxSourceInfo *info, bool reduced)
 {
-	if (reduced || !sbx_parallel_size(info->size_bytes) ||
-		info->largest_share >= SBX_PARALLEL_MAX_SHARE)
+	if (sbx_job.extra_slots == 0)
 		return 1;
-	return 1 + sbx_take_clone_slots(DatumGetInt32(MyBgworkerEntry->bgw_main_arg),
-									sbx_job.sandbox_id, sbx_clone_jobs - 1);
+	if (reduced || info->largest_share >= 0.5 ||
+		info->size_bytes < (int64) sbx_parallel_min_size * 1024 * 1024)
+	{
+		sbx_release_clone_slots(DatumGetInt32(MyBgworkerEntry->bgw_main_arg),
+								sbx_job.sandbox_id);
+		sbx_job.extra_slots = 0;
+		return 1;
+	}
+	return 1 + sbx_job.extra_slots;
 }
 
 /*
@@ -727,9 +721,7 @@ sbx_fill_sandbox(void)
 									 NULL, NULL, NULL);
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.dbname);
-	if (sbx_job.stream_early && !masked &&
-		(sbx_job.schema_only ||
-		 (sbx_job.source_bytes >= 0 && !sbx_parallel_size(sbx_job.source_bytes))))
+	if (sbx_job.stream_early && !masked && sbx_job.extra_slots == 0)
 		info = sbx_stream_first(dump_env, restore_env);
 	else
 		info = sbx_fill_after_catalog(dump_env, restore_env, masked);

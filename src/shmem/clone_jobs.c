@@ -6,11 +6,12 @@
  *	  its 'ready' event.
  *
  * pgsandbox.max_concurrent_clones bounds the clone slots in use.  Each job
- * takes one as the lifecycle worker starts it; a clone worker that runs
- * pg_dump and pg_restore with several jobs takes one more slot per job
- * beyond the first, as many as are free at that moment, and gives them back
- * with its job.  The lifecycle worker counts them before it starts another
- * clone (worker.c).
+ * takes one as the lifecycle worker starts it, and a dump worth several jobs
+ * of pg_dump and pg_restore takes one more slot per job beyond the first,
+ * as many as are free: the lifecycle worker, which alone starts jobs, grants
+ * them as it starts the job (worker.c), so no two clones can count on the
+ * same slot.  A clone worker that finds it cannot use them gives them back
+ * at once; the rest go with the job.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,28 +39,17 @@ static const char *const sbx_step_names[SBX_STEP_COUNT] = {
 };
 
 /*
- * Take up to 'want' clone slots beyond its own for clone job j, of
- * sandbox_id, out of those no job holds.  Returns how many it took.
+ * Give back the clone slots clone job j, of sandbox_id, was granted beyond
+ * its own, and wake the lifecycle worker, which may start another clone.
  */
-int
-sbx_take_clone_slots(int j, int64 sandbox_id, int want)
+void
+sbx_release_clone_slots(int j, int64 sandbox_id)
 {
-	int			used = 0;
-	int			granted;
-
 	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
-	for (int k = 0; k < SBX_MAX_CLONE_JOBS; k++)
-	{
-		if (sbx_shared->jobs[k].in_use)
-			used += 1 + sbx_shared->jobs[k].extra_slots;
-	}
-	granted = Max(0, Min(want, sbx_max_concurrent_clones - used));
 	if (sbx_shared->jobs[j].in_use && sbx_shared->jobs[j].sandbox_id == sandbox_id)
-		sbx_shared->jobs[j].extra_slots += granted;
-	else
-		granted = 0;
+		sbx_shared->jobs[j].extra_slots = 0;
 	LWLockRelease(sbx_shared->lock);
-	return granted;
+	sbx_queue_wake_worker();
 }
 
 /*

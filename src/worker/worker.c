@@ -329,6 +329,53 @@ sbx_forget_job(int j, int64 sandbox_id)
 }
 
 /*
+ * The clone slots job j takes: its own, and those granted to it for a
+ * parallel dump and restore (sbx_grant_parallel_slots) and not given back.
+ */
+static int
+sbx_job_slots(int j)
+{
+	int			extra;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	extra = sbx_shared->jobs[j].in_use ? sbx_shared->jobs[j].extra_slots : 0;
+	LWLockRelease(sbx_shared->lock);
+	return 1 + extra;
+}
+
+/*
+ * The clone slots beyond its own that clone job j, about to start for
+ * request slot (-1: no caller), may take for a parallel dump and restore:
+ * a data dump of a source of pgsandbox.parallel_min_size or more, none of
+ * whose tables holds half the pages (as clone() probed it: one table loads
+ * on one core whatever the jobs, and a directory archive gives up the
+ * stream's overlap of dump and restore), up to pgsandbox.clone_jobs jobs in
+ * all, out of the slots no running job holds.  Work no caller waits for
+ * leaves one slot to callers.  Only this worker grants slots, so none is
+ * counted twice.
+ */
+#define SBX_PARALLEL_MAX_SHARE	0.5
+
+static int
+sbx_grant_parallel_slots(int j, int slot, const SbxCloneSpec *spec)
+{
+	int			used = 1;
+	int			free_slots;
+
+	if (spec->snapshot != NULL || spec->schema_only || sbx_clone_jobs <= 1 ||
+		spec->source_bytes < (int64) sbx_parallel_min_size * 1024 * 1024 ||
+		spec->source_share <= 0 || spec->source_share >= SBX_PARALLEL_MAX_SHARE)
+		return 0;
+	for (int k = 0; k < SBX_MAX_CLONE_JOBS; k++)
+	{
+		if (k != j && sbx_jobs[k].handle != NULL)
+			used += sbx_job_slots(k);
+	}
+	free_slots = sbx_max_concurrent_clones - used - (slot < 0 ? 1 : 0);
+	return Max(0, Min(sbx_clone_jobs - 1, free_slots));
+}
+
+/*
  * Begin a clone using clone job j: make the catalog row, the role and the
  * database (or leave a copy of a snapshot to the clone worker), then start
  * the clone worker.  The request (slot, serial) waits for it; slot is -1 for
@@ -349,6 +396,7 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 	PG_TRY();
 	{
 		sbx_clone_create(j, by, spec, &job);
+		job.extra_slots = sbx_grant_parallel_slots(j, slot, spec);
 		job.steps[SBX_STEP_TAKEN] = taken;
 		job.steps[SBX_STEP_CREATED] = GetCurrentTimestamp();
 		sbx_launch_job(j, &job, slot, serial, by->name);
@@ -679,20 +727,6 @@ sbx_clone_finish(int j, bool stopped)
 	explicit_bzero(&job, sizeof(job));
 }
 
-/*
- * The clone slots job j takes: its own, and those its clone worker took for
- * a parallel dump and restore (sbx_take_clone_slots).
- */
-static int
-sbx_job_slots(int j)
-{
-	int			extra;
-
-	LWLockAcquire(sbx_shared->lock, LW_SHARED);
-	extra = sbx_shared->jobs[j].in_use ? sbx_shared->jobs[j].extra_slots : 0;
-	LWLockRelease(sbx_shared->lock);
-	return 1 + extra;
-}
 
 /*
  * Check the clone workers: finish stopped ones, stop abandoned ones.
@@ -978,6 +1012,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.idle_secs = req->idle_secs;
 	spec.source_bytes = req->source_bytes;
 	spec.source_plain = req->source_plain;
+	spec.source_share = req->source_share;
 	(void) sbx_clone_start(j, slot, req->serial, &by, &spec);
 }
 
@@ -1034,7 +1069,7 @@ sbx_serve_reset_or_save(int j, int slot, const SbxRequest *req)
 static bool
 sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
 				   const char *source, bool schema_only, const SbxLocale *probed,
-				   int64 source_bytes)
+				   int64 source_bytes, double source_share)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxLocale	locale;
@@ -1064,6 +1099,7 @@ sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
 	spec.schema_only = schema_only;
 	spec.locale = &locale;
 	spec.source_bytes = source_bytes;
+	spec.source_share = source_share;
 	return sbx_clone_start(j, slot, serial, by, &spec);
 }
 
@@ -1102,7 +1138,8 @@ sbx_serve_snapshot_request(int j, int slot, const SbxRequest *req)
 		return;
 	if (req->kind == SBX_REQ_SNAPSHOT)
 		(void) sbx_start_snapshot(j, slot, req->serial, &by, req->source,
-								  req->schema_only, &req->locale, req->source_bytes);
+								  req->schema_only, &req->locale, req->source_bytes,
+								  req->source_share);
 	else
 		(void) sbx_queue_answer(slot, req->serial, &outcome);
 }
@@ -1154,7 +1191,7 @@ sbx_serve_requests(bool ready, int running)
 		else
 			sbx_serve_snapshot_request(j, slot, &req);
 		if (j >= 0 && sbx_jobs[j].handle != NULL)
-			running++;
+			running += sbx_job_slots(j);
 		sbx_serving_slot = -1;
 	}
 	list_free(pending);
@@ -1361,14 +1398,14 @@ sbx_upkeep_step(void)
 			/* a start that fails waits for the next interval */
 			if (sbx_next_scheduled_build(source, &schema_only))
 				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
-										  schema_only, NULL, -1);
+										  schema_only, NULL, -1, 0);
 			else if (sbx_pool_next_fill(source, &schema_only, &need_snapshot))
 			{
 				SbxSnapshotRef snapshot;
 
 				if (need_snapshot)
 					more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
-											  schema_only, NULL, -1);
+											  schema_only, NULL, -1, 0);
 				else if (sbx_current_snapshot(source, schema_only, &snapshot) &&
 						 sbx_pool_fill_fits(source, snapshot.size_bytes))
 				{
