@@ -84,6 +84,22 @@ typedef struct SbxSourceInfo
 	double		largest_share;	/* of the tables' pages, in its largest */
 } SbxSourceInfo;
 
+/*
+ * How much of the source's table pages (with their TOAST) its largest table
+ * holds, as last measured (relpages): one row, one float8.  Read by the
+ * caller's probe and by the clone worker.
+ */
+#define SBX_LARGEST_SHARE_SQL \
+	"SELECT CASE WHEN pg_catalog.sum(s.pages) OPERATOR(pg_catalog.>) 0" \
+	"       THEN pg_catalog.max(s.pages)::pg_catalog.float8" \
+	"            OPERATOR(pg_catalog./) pg_catalog.sum(s.pages) ELSE 1 END" \
+	"  FROM (SELECT c.relpages::pg_catalog.int8 OPERATOR(pg_catalog.+)" \
+	"               pg_catalog.coalesce(t.relpages, 0) AS pages" \
+	"          FROM pg_catalog.pg_class c" \
+	"          LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.reltoastrelid" \
+	"         WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')" \
+	"           AND c.oid OPERATOR(pg_catalog.>=) 16384) s"
+
 extern void sbx_read_source_locale(PGconn *conn, const char *source,
 								   SbxLocale *locale);
 extern SbxSourceInfo *sbx_read_source_info(PGconn *conn, const char *source);

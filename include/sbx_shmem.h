@@ -75,7 +75,7 @@ typedef enum SbxPhase
 extern const char *const sbx_phase_names[];
 
 /*
- * The moments of a clone, for its 'ready' event (clone_steps.c): set by the
+ * The moments of a clone, for its 'ready' event (clone_jobs.c): set by the
  * caller (queued), the lifecycle worker and the clone workers; 0 for a step
  * the clone did not take.
  */

@@ -188,12 +188,7 @@ sbx_probe_source_size(PGconn *conn, SbxRequest *req)
 
 	res = libpqsrv_exec(conn,
 						"SELECT pg_catalog.pg_database_size(pg_catalog.current_database()),"
-						"       (SELECT CASE WHEN pg_catalog.sum(c.relpages) OPERATOR(pg_catalog.>) 0"
-						"               THEN pg_catalog.max(c.relpages)::pg_catalog.float8"
-						"                    OPERATOR(pg_catalog./) pg_catalog.sum(c.relpages) ELSE 1 END"
-						"          FROM pg_catalog.pg_class c"
-						"         WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')"
-						"           AND c.oid OPERATOR(pg_catalog.>=) 16384)",
+						"       (" SBX_LARGEST_SHARE_SQL ")",
 						PG_WAIT_EXTENSION);
 	req->source_bytes = -1;
 	req->source_share = 1;

@@ -111,6 +111,24 @@ sbx_phase(SbxPhase phase, int64 total)
 	sbx_progress_set(DatumGetInt32(MyBgworkerEntry->bgw_main_arg), phase, NULL, total);
 }
 
+/*
+ * SIGQUIT, the postmaster's crash restart or immediate shutdown: leave at
+ * once, as every backend does, but first kill the children's process
+ * groups, which the postmaster's signal to this process's own group does
+ * not reach (a parallel pg_dump's workers would outlive it).  Only
+ * async-signal-safe calls.
+ */
+static void
+sbx_clone_worker_quit(SIGNAL_ARGS)
+{
+	for (int i = 0; i < sbx_nchildren; i++)
+	{
+		if (sbx_children[i].pid > 0 && !sbx_children[i].exited)
+			(void) kill(-sbx_children[i].pid, SIGKILL);
+	}
+	_exit(2);
+}
+
 static void
 sbx_clone_worker_exit(int code, Datum arg)
 {
@@ -906,6 +924,7 @@ sbx_clone_worker_main(Datum main_arg)
 	char	   *source_password;
 
 	pqsignal(SIGTERM, die);
+	pqsignal(SIGQUIT, sbx_clone_worker_quit);
 	BackgroundWorkerUnblockSignals();
 
 	LWLockAcquire(sbx_shared->lock, LW_SHARED);

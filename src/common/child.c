@@ -365,7 +365,8 @@ sbx_children_kill(SbxChild *children, int nchildren)
 		sbx_child_reap(&children[i], WNOHANG);
 		if (children[i].pid > 0 && !children[i].exited)
 		{
-			kill(-children[i].pid, SIGTERM);
+			if (kill(-children[i].pid, SIGTERM) != 0)
+				kill(children[i].pid, SIGTERM);
 			signaled[i] = true;
 			any = true;
 		}
@@ -386,7 +387,8 @@ sbx_children_kill(SbxChild *children, int nchildren)
 	{
 		if (children[i].pid > 0 && !children[i].exited)
 		{
-			kill(-children[i].pid, SIGKILL);
+			if (kill(-children[i].pid, SIGKILL) != 0)
+				kill(children[i].pid, SIGKILL);
 			sbx_child_reap(&children[i], 0);
 		}
 

@@ -43,6 +43,19 @@ sbx_source_query(PGconn *conn, const char *source, const char *query,
 	return res;
 }
 
+/* A result that must be one row of one value that is not null. */
+static void
+sbx_expect_one_value(PGresult *res, const char *source, const char *what)
+{
+	if (PQntuples(res) != 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("source \"%s\" gave no %s", source, what)));
+	}
+}
+
 /*
  * One entry of pg_db_role_setting.setconfig ("name=value") as a setting,
  * allocated in the current memory context; NULL if it has no '='.
@@ -230,18 +243,15 @@ sbx_read_source_info(PGconn *conn, const char *source)
 	res = sbx_source_query(conn, source,
 						   "SELECT pg_catalog.pg_database_size(pg_catalog.current_database())",
 						   "size");
+	sbx_expect_one_value(res, source, "size");
 	info->size_bytes = pg_strtoint64(PQgetvalue(res, 0, 0));
 	PQclear(res);
 
 	/* how much of the data its largest table holds, as last measured */
 	res = sbx_source_query(conn, source,
-						   "SELECT CASE WHEN pg_catalog.sum(c.relpages) OPERATOR(pg_catalog.>) 0"
-						   "       THEN pg_catalog.max(c.relpages)::pg_catalog.float8"
-						   "            OPERATOR(pg_catalog./) pg_catalog.sum(c.relpages) ELSE 1 END"
-						   "  FROM pg_catalog.pg_class c"
-						   " WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')"
-						   "   AND c.oid OPERATOR(pg_catalog.>=) 16384",
+						   SBX_LARGEST_SHARE_SQL,
 						   "size of the largest table");
+	sbx_expect_one_value(res, source, "size of the largest table");
 	info->largest_share = strtod(PQgetvalue(res, 0, 0), NULL);
 	PQclear(res);
 

@@ -371,7 +371,9 @@ sbx_grant_parallel_slots(int j, int slot, const SbxCloneSpec *spec)
 		if (k != j && sbx_jobs[k].handle != NULL)
 			used += sbx_job_slots(k);
 	}
-	free_slots = sbx_max_concurrent_clones - used - (slot < 0 ? 1 : 0);
+	/* background work leaves one to callers; callers, one that it waits for */
+	free_slots = sbx_max_concurrent_clones - used -
+		(slot < 0 || sbx_background_waits ? 1 : 0);
 	return Max(0, Min(sbx_clone_jobs - 1, free_slots));
 }
 
