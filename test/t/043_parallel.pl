@@ -201,6 +201,19 @@ is( sq("SELECT string_agg(action, ',' ORDER BY at) FROM pgsandbox.events WHERE s
 	'clone,failed', 'canceled: events record the clone and its failure');
 
 # ---------------------------------------------------------------------------
+# an immediate shutdown during a parallel clone: every process goes
+# ---------------------------------------------------------------------------
+($h, $name, $pids) = start_parallel_clone('crash');
+$node->stop('immediate');
+finish_psql($h);
+ok(wait_until(sub { !grep { process_alive($_) } @$pids }, 30),
+	'crash: the clone worker, pg_restore and its workers died with the server')
+  or diag "still alive: " . join(' ', grep { process_alive($_) } @$pids);
+$node->start;
+check_clone_cleaned_up($node, $name, 'crash', 60);
+is(untracked_sandboxes($node), '0', 'crash: no database or role is left untracked');
+
+# ---------------------------------------------------------------------------
 # masking with a parallel restore
 # ---------------------------------------------------------------------------
 my $marker = 'real-email-marker@corp.test';
