@@ -94,7 +94,7 @@ typedef struct SbxSourceInfo
 	"       THEN pg_catalog.max(s.pages)::pg_catalog.float8" \
 	"            OPERATOR(pg_catalog./) pg_catalog.sum(s.pages) ELSE 1 END" \
 	"  FROM (SELECT c.relpages::pg_catalog.int8 OPERATOR(pg_catalog.+)" \
-	"               pg_catalog.coalesce(t.relpages, 0) AS pages" \
+	"               COALESCE(t.relpages, 0) AS pages" \
 	"          FROM pg_catalog.pg_class c" \
 	"          LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) c.reltoastrelid" \
 	"         WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,m}')" \
