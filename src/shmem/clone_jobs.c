@@ -71,13 +71,11 @@ sbx_describe_steps(const TimestampTz *steps)
 	/* by time, steps of the same moment in their own order */
 	for (int i = 0; i < SBX_STEP_COUNT; i++)
 	{
-		int			k = n++;
+		int			k;
 
 		if (steps[i] == 0)
-		{
-			n--;
 			continue;
-		}
+		k = n++;
 		while (k > 0 && steps[order[k - 1]] > steps[i])
 		{
 			order[k] = order[k - 1];
