@@ -35,6 +35,7 @@
 #define SBX_COPY_HOW_MAX		256
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
+#define SBX_TRUSTED_MAX			1024	/* a source's trusted owners, as text[] */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
 #define SBX_RESET_SUFFIX		"_reset"	/* a reset's new database */
@@ -42,6 +43,7 @@
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
 #define SBX_ADMIN_GROUP			"pgsandbox_admin"
 #define SBX_USER_GROUP			"pgsandbox_user"
+#define SBX_READER_ROLE			"pgsandbox_reader"	/* reads local sources */
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
 #define SBX_TMP_DIR				"pgsandbox_tmp" /* in the data directory */
 
@@ -104,6 +106,7 @@ extern bool sbx_catalog_has_usage(void);
 extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
 extern bool sbx_catalog_has_reduced(void);
+extern bool sbx_catalog_has_trust(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);

@@ -31,6 +31,8 @@ typedef struct SbxColumn
 	int32		typmod;			/* of the base type, -1 if none */
 	bool		notnull;
 	bool		unique;			/* a column of a unique index */
+	Oid			relid;			/* its table, in the source */
+	bool		sampled;		/* its values may be read (source_trust.c) */
 } SbxColumn;
 
 /* what a personal column holds */

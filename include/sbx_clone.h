@@ -34,6 +34,6 @@ extern void sbx_apply_database_settings(const char *dbname, const char *rolename
 
 /* restoring configuration tables' rows as superuser (config_data.c) */
 extern void sbx_copy_config_data(PGconn *conn, const char *source,
-								 List *config_rels);
+								 const char *trusted_owners, List *config_rels);
 
 #endif							/* SBX_CLONE_H */

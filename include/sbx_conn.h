@@ -30,6 +30,13 @@ extern void sbx_source_read_begin(PGconn *conn, const char *what);
 extern char *sbx_remote_quote_ident(const char *name);
 extern char *sbx_remote_quote_qualified(const char *schema, const char *name);
 
+/* pgsandbox_reader, the login of a source of this cluster (source_reader.c) */
+extern void sbx_reader_request_shmem(void);
+extern void sbx_reader_startup_shmem(void);
+extern bool sbx_reader_exists(void);
+extern void sbx_reader_prepare(void);
+extern bool sbx_reader_password(char *password);
+
 /* connecting to sources (source_conn.c) */
 extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
 									  bool require_password, int connect_timeout,
@@ -37,6 +44,14 @@ extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
 									  char **detail);
 extern PGconn *sbx_source_open(const char *name, const char *conninfo,
 							   bool require_password);
+
+/* whose code a query on a source table may run (source_trust.c) */
+extern void sbx_check_tables_trusted(PGconn *conn, const char *source,
+									 const char *trusted_owners, List *relids,
+									 const char *why);
+extern List *sbx_untrusted_tables(PGconn *conn, const char *source,
+								  const char *trusted_owners, List *relids);
+extern char *sbx_source_trusted_owners(const char *name);
 
 /* what a clone reads from its source's catalog (source_info.c) */
 typedef struct SbxExtension
@@ -121,6 +136,7 @@ extern void sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 								   const char ***keywords,
 								   const char ***values);
 extern char **sbx_conninfo_to_env(const char *conninfo);
+extern bool sbx_conninfo_local_default(const char *conninfo);
 extern char *sbx_conninfo_password(const char *conninfo);
 extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
 									  const char *value);

@@ -40,6 +40,8 @@ typedef struct SbxMaskedTable
 	Oid			relid;			/* in the source */
 	char	   *qualified;		/* schema.table, quoted where needed */
 	char	   *sql_name;		/* schema.table, quoted for the source */
+	char	   *sql_refname;	/* table, quoted: how a query names its row */
+	Oid			reltype;		/* its row type, in the source */
 	List	   *rules;			/* SbxMaskRule that cover it */
 	char	   *select_list;	/* its columns, masked ones as expressions */
 	char	   *column_list;
@@ -53,6 +55,7 @@ typedef struct SbxMasking
 {
 	PGconn	   *reader;
 	const char *source;
+	const char *trusted_owners;	/* the source's, as text[] */
 	char	   *snapshot;		/* exported by the reader */
 	char	   *encoding;		/* the source's, in which rows travel */
 	List	   *excluded;		/* exact pg_dump patterns of tables whose
@@ -65,6 +68,7 @@ typedef struct SbxMasking
 	List	   *notes;			/* what the subset left out, for the event */
 	struct HTAB *subset_nodes;	/* a reduced clone's tables, until
 								 * sbx_subset_compute finds their rows */
+	List	   *reduced_relids; /* the reduced tables, partitioned ones too */
 } SbxMasking;
 
 /* a table whose rows pg_dump must not copy, and the rules that say so */
@@ -87,7 +91,8 @@ extern void sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patter
 extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
 									char **table_re);
 extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
-									 List *masks, List *patterns, List *subsets,
+									 const char *trusted_owners, List *masks,
+									 List *patterns, List *subsets,
 									 int rules_encoding);
 extern PGresult *sbx_reader_exec(SbxMasking *m, const char *sql, int nparams,
 								 const char *const *params, int expect);
@@ -138,6 +143,7 @@ extern char *sbx_subset_summary(const SbxMasking *m);
 
 /* what a rule of an admin who is not a superuser may use (mask_expr.c) */
 extern char *sbx_mask_functions_setting;
+extern int	sbx_test_copy_pause;
 extern const char *sbx_mask_expression_refused(const char *expression);
 extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
 extern void sbx_define_mask_settings(void);

@@ -174,6 +174,7 @@ typedef struct SbxCloneJob
 	bool		statistics;		/* dump and restore the planner's statistics */
 	char		conninfo[SBX_CONNINFO_MAX];
 	bool		require_password;	/* source added by a non-superuser */
+	char		trusted_owners[SBX_TRUSTED_MAX];	/* the source's, as text[] */
 	bool		schema_only;
 	bool		locale_fallback;	/* the sandbox may differ from the
 									 * source's locale */

@@ -17,6 +17,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "sbx_conn.h"
 #include "sbx_hooks.h"
 #include "sbx_masking.h"
 #include "sbx_shmem.h"
@@ -69,6 +70,7 @@ sbx_shmem_request(void)
 		prev_shmem_request_hook();
 	sbx_queue_request_shmem();
 	sbx_usage_request_shmem();
+	sbx_reader_request_shmem();
 }
 
 static void
@@ -78,4 +80,5 @@ sbx_shmem_startup(void)
 		prev_shmem_startup_hook();
 	sbx_queue_startup_shmem();
 	sbx_usage_startup_shmem();
+	sbx_reader_startup_shmem();
 }

@@ -98,6 +98,32 @@ sbx_check_programs(SbxDoctor *d, int *dump_major)
 	}
 }
 
+/*
+ * A source read as a superuser: the code that objects of the source run
+ * when pgsandbox plans a query on them would run as a superuser, were a
+ * check of source_trust.c ever to miss it, and pg_dump reads as one.
+ */
+static void
+sbx_check_source_login(SbxDoctor *d, const char *name, PGconn *conn)
+{
+	PGresult   *res = libpqsrv_exec(conn,
+									"SELECT r.rolsuper, r.rolname FROM pg_catalog.pg_roles r"
+									" WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER",
+									PG_WAIT_EXTENSION);
+	char	   *check = psprintf("source \"%s\" is not read as a superuser", name);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		sbx_doctor_row(d, check, false, "Could not read the login's role on the source.");
+	else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+		sbx_doctor_row(d, check, false,
+					   psprintf("It logs in as \"%s\", a superuser. Name a role of least privilege in its connection string (for example one in pg_read_all_data), or, for a database of this cluster, name no user: pgsandbox then reads it as %s.",
+								PQgetvalue(res, 0, 1), SBX_READER_ROLE));
+	else
+		sbx_doctor_row(d, check, true,
+					   psprintf("It logs in as \"%s\".", PQgetvalue(res, 0, 1)));
+	PQclear(res);
+}
+
 /* Every source's server must not be newer than pg_dump. */
 static void
 sbx_check_sources(SbxDoctor *d, int dump_major)
@@ -156,6 +182,7 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 			else
 				sbx_doctor_row(d, check, true,
 							   psprintf("The source runs PostgreSQL %d.", major));
+			sbx_check_source_login(d, name, conn);
 			libpqsrv_disconnect(conn);
 		}
 		explicit_bzero(lfirst(lc), strlen(lfirst(lc)));

@@ -14,6 +14,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
@@ -24,6 +25,7 @@
 
 PG_FUNCTION_INFO_V1(pgsandbox_add_source);
 PG_FUNCTION_INFO_V1(pgsandbox_remove_source);
+PG_FUNCTION_INFO_V1(pgsandbox_trust_owners);
 
 /*
  * In a PG_CATCH block: raise the error again without the statement, whose
@@ -181,6 +183,105 @@ pgsandbox_remove_source(PG_FUNCTION_ARGS)
 				 strlen(name) < NAMEDATALEN ?
 				 errmsg("source \"%s\" does not exist", name) :
 				 errmsg("source does not exist")));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * trust_owners(source text, owners text[])
+ *
+ * Name the roles of the source whose code pgsandbox may run when it plans
+ * a query on the source's tables (source_trust.c), besides superusers and
+ * the source's login; an empty array trusts none.  Trusting a role lets
+ * its code run with the rights of the source's login: an admin who is not
+ * a superuser may do so only for a source whose login is its own, one it
+ * added with a password.
+ */
+Datum
+pgsandbox_trust_owners(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	ArrayType  *owners;
+	Datum	   *elems;
+	bool	   *elemnulls;
+	int			nelems;
+	StringInfoData list;
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	bool		isnull;
+	bool		require_password;
+
+	sbx_require_arg(fcinfo, 0, "source name");
+	sbx_require_arg(fcinfo, 1, "owners");
+	sbx_check_database();
+	sbx_require_admin();
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	owners = PG_GETARG_ARRAYTYPE_P(1);
+	if (!sbx_catalog_has_trust())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trusted owners need pgsandbox 0.12"),
+				 errhint("Run ALTER EXTENSION pgsandbox UPDATE.")));
+	if (ARR_NDIM(owners) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("owners must be a one-dimensional array")));
+	deconstruct_array(owners, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elemnulls, &nelems);
+	initStringInfo(&list);
+	appendStringInfoChar(&list, '{');
+	for (int i = 0; i < nelems; i++)
+	{
+		char	   *role;
+
+		if (elemnulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("owners may not hold NULL")));
+		role = TextDatumGetCString(elems[i]);
+		if (role[0] == '\0' || strlen(role) >= NAMEDATALEN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid role name in owners"),
+					 errdetail("A role name has 1 to %d bytes.", NAMEDATALEN - 1)));
+		appendStringInfoString(&list, i > 0 ? "," : "");
+		appendStringInfoChar(&list, '"');
+		for (const char *p = role; *p; p++)
+		{
+			if (*p == '"' || *p == '\\')
+				appendStringInfoChar(&list, '\\');
+			appendStringInfoChar(&list, *p);
+		}
+		appendStringInfoChar(&list, '"');
+	}
+	appendStringInfoChar(&list, '}');
+	if (list.len >= SBX_TRUSTED_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many trusted owners"),
+				 errdetail("The list may take at most %d bytes as text.", SBX_TRUSTED_MAX - 1)));
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = CStringGetTextDatum(list.data);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT require_password FROM pgsandbox.source WHERE name = $1 FOR UPDATE",
+							  1, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source \"%s\"", name);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 strlen(name) < NAMEDATALEN ?
+				 errmsg("source \"%s\" does not exist", name) :
+				 errmsg("source does not exist")));
+	require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	if (!require_password && !superuser_arg(sbx_caller()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only a superuser may name the trusted owners of source \"%s\"", name),
+				 errdetail("A superuser added the source: the code of a role it trusts would run with the rights of a login that a superuser chose.")));
+	if (SPI_execute_with_args("UPDATE pgsandbox.source SET trusted_owners = $2::text[] WHERE name = $1",
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update source \"%s\"", name);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -62,7 +62,8 @@ static const char sbx_columns_query[] =
 "       a.attnotnull,"
 "       EXISTS (SELECT FROM pg_catalog.pg_index i"
 "                WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid AND i.indisunique"
-"                  AND a.attnum OPERATOR(pg_catalog.=) ANY (i.indkey))"
+"                  AND a.attnum OPERATOR(pg_catalog.=) ANY (i.indkey)),"
+"       c.oid"
 "  FROM pg_catalog.pg_class c"
 "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
 "  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid"
@@ -90,7 +91,7 @@ static const char sbx_columns_query[] =
 "                            AND d.objid OPERATOR(pg_catalog.=) n.oid)))"
 " ORDER BY n.nspname, c.relname, a.attnum";
 
-#define SBX_COLUMNS_QUERY_COLS 12
+#define SBX_COLUMNS_QUERY_COLS 13
 
 /* what a reason says of each SbxShape, and the kind of column it makes */
 static const struct
@@ -182,6 +183,8 @@ sbx_read_columns(PGconn *conn, const char *source, int *ncolumns)
 		col->typmod = atoi(PQgetvalue(res, i, 9));
 		col->notnull = PQgetvalue(res, i, 10)[0] == 't';
 		col->unique = PQgetvalue(res, i, 11)[0] == 't';
+		col->relid = atooid(PQgetvalue(res, i, 12));
+		col->sampled = true;
 	}
 	PQclear(res);
 	*ncolumns = n;
@@ -269,7 +272,7 @@ sbx_check_column(PGconn *conn, const char *source, const SbxColumn *col,
 	}
 	else if (kind >= 0)
 		reason = psprintf("name looks like %s", sbx_pii_info[kind].noun);
-	else if (class == SBX_TYPE_TEXT || class == SBX_TYPE_JSON)
+	else if ((class == SBX_TYPE_TEXT || class == SBX_TYPE_JSON) && col->sampled)
 	{
 		bool		document = (class == SBX_TYPE_JSON);
 		int			nsampled;
@@ -305,6 +308,41 @@ sbx_check_column(PGconn *conn, const char *source, const SbxColumn *col,
 }
 
 /*
+ * Sampling a table plans a query on it: the tables that pgsandbox may not
+ * plan on (source_trust.c) are not sampled, their columns judged by name
+ * and type alone, and a warning names them.
+ */
+static void
+sbx_leave_untrusted_unsampled(PGconn *conn, const char *source, SbxColumn *columns,
+							  int ncolumns)
+{
+	List	   *tables = NIL;
+	List	   *untrusted;
+	StringInfoData names;
+
+	for (int i = 0; i < ncolumns; i++)
+		tables = list_append_unique_oid(tables, columns[i].relid);
+	untrusted = sbx_untrusted_tables(conn, source, sbx_source_trusted_owners(source), tables);
+	if (untrusted == NIL)
+		return;
+	initStringInfo(&names);
+	for (int i = 0; i < ncolumns; i++)
+	{
+		if (!list_member_oid(untrusted, columns[i].relid))
+			continue;
+		if (columns[i].sampled)
+			appendStringInfo(&names, "%s%s", names.len > 0 ? ", " : "", columns[i].remote_rel);
+		columns[i].sampled = false;
+	}
+	ereport(WARNING,
+			(errmsg("suggest_masks() did not sample %d table%s of source \"%s\": %s",
+					list_length(untrusted), list_length(untrusted) == 1 ? "" : "s",
+					source, names.data),
+			 errdetail("Their owners, or code their indexes or statistics run, are not trusted; their columns were judged by name and type alone."),
+			 errhint("Trust their owners with pgsandbox.trust_owners() to have them sampled.")));
+}
+
+/*
  * The findings of a source, over its connection.
  */
 static List *
@@ -322,6 +360,7 @@ sbx_find_personal_columns(PGconn *conn, const char *source)
 										 source));
 
 	columns = sbx_read_columns(conn, source, &ncolumns);
+	sbx_leave_untrusted_unsampled(conn, source, columns, ncolumns);
 
 	column_cxt = AllocSetContextCreate(CurrentMemoryContext,
 									   "pgsandbox suggest_masks column",

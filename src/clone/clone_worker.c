@@ -610,7 +610,8 @@ sbx_restore_config_data(const SbxSourceInfo *info)
 	conn = sbx_source_open(sbx_job.source, sbx_job.conninfo, sbx_job.require_password);
 	PG_TRY();
 	{
-		sbx_copy_config_data(conn, sbx_job.source, info->config_rels);
+		sbx_copy_config_data(conn, sbx_job.source, sbx_job.trusted_owners,
+							 info->config_rels);
 	}
 	PG_FINALLY();
 	{
@@ -799,8 +800,9 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked)
 
 			/* every read of the clone uses the reader's snapshot */
 			sbx_job.data_as_of = GetCurrentTimestamp();
-			masking = sbx_masking_begin(reader, sbx_job.source, masks, patterns,
-										subsets, sbx_job.rules_encoding);
+			masking = sbx_masking_begin(reader, sbx_job.source, sbx_job.trusted_owners,
+										masks, patterns, subsets,
+										sbx_job.rules_encoding);
 			sbx_dump_and_restore(dump_env, restore_env, info, masking);
 			sbx_note("%s", sbx_masking_summary(masking));
 		}

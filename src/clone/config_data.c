@@ -218,15 +218,35 @@ sbx_copy_config_sequence(PGconn *conn, const char *source, const SbxConfigRel *r
 /*
  * Copy what the source holds in its extensions' configuration tables and
  * sequences into the sandbox this process is connected to, in one
- * transaction.
+ * transaction, trusting the owners the source names ('trusted_owners').
  */
 void
-sbx_copy_config_data(PGconn *conn, const char *source, List *config_rels)
+sbx_copy_config_data(PGconn *conn, const char *source, const char *trusted_owners,
+					 List *config_rels)
 {
+	List	   *tables = NIL;
 	ListCell   *lc;
 
 	if (config_rels == NIL)
 		return;
+
+	/*
+	 * The rows are read by a query, which the source plans: its tables and
+	 * their owners' code must be trusted, as for any table pgsandbox reads
+	 * with a query (source_trust.c).
+	 */
+	sbx_source_session_setup(conn, false,
+							 psprintf("could not read the configuration tables of source \"%s\"",
+									  source));
+	foreach(lc, config_rels)
+	{
+		SbxConfigRel *rel = lfirst(lc);
+
+		if (rel->relkind != RELKIND_SEQUENCE)
+			tables = lappend_oid(tables, rel->oid);
+	}
+	sbx_check_tables_trusted(conn, source, trusted_owners, tables,
+							 "to copy an extension's configuration rows");
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();

@@ -85,6 +85,13 @@ sbx_catalog_has_reduced(void)
  * while a snapshot of the old one was being built, is a new one.  Before
  * the catalog has generations, the times it was added and s made.
  */
+/* 0.12: a source's trusted owners (source_trust.c) */
+bool
+sbx_catalog_has_trust(void)
+{
+	return sbx_catalog_has_column("source", "trusted_owners");
+}
+
 const char *
 sbx_same_source_sql(void)
 {

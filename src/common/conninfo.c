@@ -166,6 +166,35 @@ sbx_conninfo_validate(const char *conninfo, bool trusted, SbxConninfoParts *part
 }
 
 /*
+ * Whether a source is read as pgsandbox_reader (source_reader.c): its
+ * connection string names no host, no user and no service, so it is a
+ * database of this cluster and its login pgsandbox's to choose.
+ */
+static bool
+sbx_conninfo_reads_as_reader(const PQconninfoOption *opts)
+{
+	for (const PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val != NULL &&
+			(strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0 ||
+			 strcmp(o->keyword, "user") == 0 || strcmp(o->keyword, "service") == 0))
+			return false;
+	}
+	return true;
+}
+
+/* The same, for a connection string. */
+bool
+sbx_conninfo_local_default(const char *conninfo)
+{
+	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
+	bool		result = sbx_conninfo_reads_as_reader(opts);
+
+	PQconninfoFree(opts);
+	return result;
+}
+
+/*
  * libpq parameters for a connection to the source from inside the server:
  * this server's socket and port first, then every keyword of the source.
  * NULL-terminated arrays in the current memory context.
@@ -181,8 +210,8 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
-	*keywords = palloc0(sizeof(char *) * (n + 8));
-	*values = palloc0(sizeof(char *) * (n + 8));
+	*keywords = palloc0(sizeof(char *) * (n + 11));
+	*values = palloc0(sizeof(char *) * (n + 11));
 
 	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
 	(*keywords)[i] = "host";
@@ -197,6 +226,21 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 			continue;
 		(*keywords)[i] = pstrdup(o->keyword);
 		(*values)[i++] = pstrdup(o->val);
+	}
+	if (sbx_conninfo_reads_as_reader(opts))
+	{
+		char	   *password = palloc(SBX_PASSWORD_LEN + 1);
+
+		/* not the server's superuser, but pgsandbox's reader */
+		if (sbx_reader_password(password))
+		{
+			(*keywords)[i] = "user";
+			(*values)[i++] = SBX_READER_ROLE;
+			(*keywords)[i] = "password";
+			(*values)[i++] = password;
+			(*keywords)[i] = "passfile";
+			(*values)[i++] = "/dev/null";
+		}
 	}
 	if (untrusted)
 	{
@@ -226,13 +270,26 @@ sbx_conninfo_to_env(const char *conninfo)
 
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
-	env = palloc0(sizeof(char *) * (n + 1));
+	env = palloc0(sizeof(char *) * (n + 4));
 	n = 0;
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 	{
 		if (o->val == NULL || o->envvar == NULL)
 			continue;
 		env[n++] = psprintf("%s=%s", o->envvar, o->val);
+	}
+	if (sbx_conninfo_reads_as_reader(opts))
+	{
+		char		password[SBX_PASSWORD_LEN + 1];
+
+		/* as sbx_conninfo_to_params: pgsandbox's reader */
+		if (sbx_reader_password(password))
+		{
+			env[n++] = pstrdup("PGUSER=" SBX_READER_ROLE);
+			env[n++] = psprintf("PGPASSWORD=%s", password);
+			env[n++] = pstrdup("PGPASSFILE=/dev/null");
+		}
+		explicit_bzero(password, sizeof(password));
 	}
 	PQconninfoFree(opts);
 	return env;

@@ -6,7 +6,8 @@
  * The login check runs as a ClientAuthentication_hook, after pg_hba.conf
  * has let the connection in, so it holds whatever pg_hba.conf says: a
  * direct member of pgsandbox_sandbox connects to the database of its own
- * name or not at all, and its login is noted for idle expiry.  A
+ * name or not at all, and its login is noted for idle expiry;
+ * pgsandbox_reader connects anywhere but pgsandbox's own database.  A
  * ProcessUtility_hook keeps sandbox roles from granting themselves, or
  * anything, to other roles of that kind, from changing their database's
  * options, and from giving themselves settings in another database.
@@ -204,6 +205,19 @@ sbx_client_auth(Port *port, int status)
 		return;
 
 	role = get_role_oid(port->user_name, true);
+
+	/*
+	 * pgsandbox's reader reads every table of the databases it logs into;
+	 * pgsandbox's own holds the sources' secrets (source_reader.c).
+	 */
+	if (OidIsValid(role) && strcmp(port->user_name, SBX_READER_ROLE) == 0 &&
+		port->database_name != NULL && strcmp(port->database_name, sbx_database) == 0)
+		ereport(FATAL,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" may not connect to database \"%s\", where pgsandbox keeps its catalog",
+						SBX_READER_ROLE, port->database_name),
+				 errhint("A source in that database must name its user in its connection string.")));
+
 	group = get_role_oid(SBX_SANDBOX_GROUP, true);
 	if (!OidIsValid(role) || !OidIsValid(group) || !sbx_is_sandbox_role(role, group))
 		return;

@@ -58,6 +58,7 @@
 #include "utils/varlena.h"
 
 /* pgsandbox.mask_functions: more functions a rule of any admin may call */
+int			sbx_test_copy_pause = 0;
 char	   *sbx_mask_functions_setting = NULL;
 
 /*
@@ -384,4 +385,12 @@ sbx_define_mask_settings(void)
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
 							   sbx_check_mask_functions, NULL, NULL);
+	DefineCustomIntVariable("pgsandbox.test_copy_pause",
+							"For tests: the advisory lock a clone's reader waits for before it reads each table it copies.",
+							"0, the default, waits for nothing.",
+							&sbx_test_copy_pause,
+							0, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							NULL, NULL, NULL);
 }

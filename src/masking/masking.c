@@ -517,6 +517,25 @@ sbx_rule_tables_lock(SbxMasking *m, List *masks)
 	return sql.data;
 }
 
+/*
+ * Every table the reader will plan a query on, masked or reduced, with the
+ * partitioned tables the closure names: its owners and their code must be
+ * trusted (source_trust.c).  Checked in the clone's snapshot, before any
+ * such query.
+ */
+static void
+sbx_check_read_tables_trusted(SbxMasking *m)
+{
+	List	   *relids = list_copy(m->reduced_relids);
+	ListCell   *lc;
+
+	foreach(lc, m->masked)
+		relids = list_append_unique_oid(relids, ((SbxMaskedTable *) lfirst(lc))->relid);
+	sbx_check_tables_trusted(m->reader, m->source, m->trusted_owners, relids,
+							 "to read its masked or reduced rows");
+	list_free(relids);
+}
+
 /* The column lists of a masked table's COPY on both sides. */
 static void
 sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
@@ -572,6 +591,14 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
 	PQclear(res);
 	table->select_list = select_list.data;
 	table->column_list = column_list.data;
+
+	/* its row type, which only it has: the reads check that they read it */
+	res = sbx_reader_exec(m, "SELECT reltype FROM pg_catalog.pg_class WHERE oid = $1::oid",
+						  1, params, PGRES_TUPLES_OK);
+	if (PQntuples(res) != 1)
+		elog(ERROR, "table %s of source \"%s\" has no row type", table->qualified, m->source);
+	table->reltype = atooid(PQgetvalue(res, 0, 0));
+	PQclear(res);
 }
 
 /*
@@ -582,8 +609,8 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
  * transaction, until the clone is filled.
  */
 SbxMasking *
-sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *patterns,
-				  List *subsets, int rules_encoding)
+sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners,
+				  List *masks, List *patterns, List *subsets, int rules_encoding)
 {
 	SbxMasking *m = palloc0(sizeof(SbxMasking));
 	List	   *excluded_oids = NIL;
@@ -593,6 +620,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 
 	m->reader = reader;
 	m->source = source;
+	m->trusted_owners = trusted_owners;
 	sbx_check_rules_rights(m, masks);
 
 	/* the session of a reader that copies rows (sandbox_conn.c) */
@@ -628,6 +656,7 @@ sbx_masking_begin(PGconn *reader, const char *source, List *masks, List *pattern
 		sbx_subset_resolve(m, subsets, excluded_oids);
 	sbx_check_column_casts(m);
 	sbx_check_listed_functions(m, masks);
+	sbx_check_read_tables_trusted(m);
 	foreach(lc, m->masked)
 	{
 		SbxMaskedTable *table = lfirst(lc);
@@ -764,7 +793,11 @@ sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *
  * after it, and the COPY itself reads with TABLESAMPLE SYSTEM (100), which
  * reads every row and stands only on a table or a materialized view (so no
  * view), and keeps only rows whose tableoid is the table's (so no other
- * table).
+ * table).  A reduced table's kept rows are read by their ctids, which a
+ * view may name a column after: those reads keep only rows of the table's
+ * own row type, which no other relation has, and each must bring as many
+ * rows as it names ctids.  Every read must bring the sandbox as many rows
+ * as the source says it sent.
  */
 static void
 sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)
@@ -791,15 +824,17 @@ sbx_check_same_table(SbxMasking *m, const SbxMaskedTable *table)
 
 /*
  * Stream the rows of one COPY of the reader into table's COPY in the
- * sandbox; returns how many rows went in.
+ * sandbox; returns how many rows went in, which must be as many as the
+ * source sent, and as 'expected' unless that is -1.
  */
 static int64
 sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
-			  PGconn *sandbox)
+			  PGconn *sandbox, int64 expected)
 {
 	PGresult   *res;
 	bool		copying = false;
 	int64		rows;
+	int64		sent;
 
 	res = libpqsrv_exec_params(m->reader, query, 0, NULL, NULL, NULL, NULL, 0,
 							   PG_WAIT_EXTENSION);
@@ -845,6 +880,7 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 		(void) PQputCopyEnd(sandbox, "the source failed");
 		sbx_masked_read_failed(m, table, res, copying);
 	}
+	sent = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
 
 	if (PQputCopyEnd(sandbox, NULL) != 1)
@@ -854,6 +890,16 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 		sbx_masked_write_failed(sandbox, table, res);
 	rows = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
+
+	/* what the source says it sent is what the sandbox took, and enough */
+	if (rows != sent || (expected >= 0 && rows != expected))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("table %s of source \"%s\" gave " INT64_FORMAT " rows where " INT64_FORMAT " were expected",
+						table->qualified, m->source, rows, expected >= 0 ? expected : sent),
+				 errdetail("The source sent " INT64_FORMAT " rows and the sandbox took " INT64_FORMAT ".",
+						   sent, rows),
+				 errhint("The table may have been replaced during the clone: clone again.")));
 	return rows;
 }
 
@@ -870,23 +916,41 @@ sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 	ListCell   *lc;
 
 	sbx_check_same_table(m, table);
+	if (sbx_test_copy_pause != 0)
+	{
+		char		key[16];
+		const char *params[1] = {key};
+
+		/* a test renames what it likes here, between the check and the read */
+		snprintf(key, sizeof(key), "%d", sbx_test_copy_pause);
+		PQclear(sbx_reader_exec(m, "SELECT pg_catalog.pg_advisory_xact_lock_shared($1::pg_catalog.int8)",
+								1, params, PGRES_TUPLES_OK));
+	}
 	if (!table->reduced)
 		table->rows = sbx_copy_rows(m, table,
 									psprintf("COPY (SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
 											 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
 											 " TO STDOUT",
 											 table->select_list, table->sql_name, table->relid),
-									sandbox);
+									sandbox, -1);
 	foreach(lc, table->kept_chunks)
 	{
-		char	   *query = psprintf("COPY (SELECT %s FROM ONLY %s"
-									 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid"
-									 "   AND ctid OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.tid[]))"
-									 " TO STDOUT",
-									 table->select_list, table->sql_name, table->relid,
-									 (char *) lfirst(lc));
+		const char *chunk = lfirst(lc);
+		int64		kept = 0;
+		char	   *query;
 
-		table->rows += sbx_copy_rows(m, table, query, sandbox);
+		/* one "(block,offset)" per kept row */
+		for (const char *p = chunk; *p; p++)
+			kept += (*p == '(');
+		query = psprintf("COPY (SELECT %s FROM ONLY %s"
+						 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid"
+						 "   AND ctid OPERATOR(pg_catalog.=) ANY ('%s'::pg_catalog.tid[])"
+						 "   AND pg_catalog.pg_typeof(%s.*)::pg_catalog.oid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
+						 " TO STDOUT",
+						 table->select_list, table->sql_name, table->relid, chunk,
+						 table->sql_refname, table->reltype);
+
+		table->rows += sbx_copy_rows(m, table, query, sandbox, kept);
 		/* a chunk is copied once: neither it nor its query is kept */
 		pfree(query);
 		pfree(lfirst(lc));

@@ -79,6 +79,7 @@ sbx_masked_table(SbxMasking *m, Oid relid, const char *schema, const char *table
 	entry->relid = relid;
 	entry->qualified = quote_qualified_identifier(schema, table);
 	entry->sql_name = sbx_remote_quote_qualified(schema, table);
+	entry->sql_refname = sbx_remote_quote_ident(table);
 	m->masked = lappend(m->masked, entry);
 	sbx_leave_out(m, relid, schema, table, NULL, entry);
 	return entry;

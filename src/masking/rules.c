@@ -95,6 +95,7 @@ sbx_expression_is_null(const char *expression)
 /* The column a mask rule names, as the source has it. */
 typedef struct SbxMaskedColumn
 {
+	Oid			relid;			/* its table, in the source */
 	Oid			typoid;
 	char	   *coltype;		/* its type, as format_type() writes it */
 	char	   *category;		/* its type's category */
@@ -125,6 +126,7 @@ sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
 						  2, params, PGRES_TUPLES_OK,
 						  psprintf("could not read source \"%s\"", source));
 	found = (PQntuples(res) > 0);
+	col->relid = found ? atooid(PQgetvalue(res, 0, 0)) : InvalidOid;
 	PQclear(res);
 	if (!found)
 		ereport(ERROR,
@@ -280,7 +282,12 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *exp
 		sbx_check_rule_ascii(conn, source, "masking rule", t->normalized, expression);
 		sbx_read_masked_column(conn, source, t, &col);
 		if (!sbx_expression_is_null(expression))
+		{
+			/* the expression is planned against the table */
+			sbx_check_tables_trusted(conn, source, sbx_source_trusted_owners(source),
+									 list_make1_oid(col.relid), "to check a rule against it");
 			sbx_check_mask_expression(conn, source, t, expression, &col);
+		}
 		else if (col.notnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),

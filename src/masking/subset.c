@@ -109,6 +109,8 @@ sbx_read_nodes(SbxMasking *m, List *excluded_oids)
 			sbx_key_hash_function(atooid(PQgetvalue(res, i, 6)));
 		node->cls = list_member_oid(excluded_oids, relid) ? SBX_NODE_EXCLUDED : SBX_NODE_WHOLE;
 		node->seed = node->follow = NULL;
+		node->masked_columns = NIL;
+		node->share_columns = NULL;
 		node->out = NIL;
 		node->ordered = node->keeps_none = false;
 	}
@@ -617,10 +619,13 @@ sbx_check_keys(SbxMasking *m, HTAB *nodes)
  * leaves, whichever table (the leaf, a parent) the mask was set on.
  */
 static void
-sbx_check_leaf_masks(SbxMasking *m, const SbxNode *node, const SbxMaskedTable *leaf)
+sbx_check_leaf_masks(SbxMasking *m, SbxNode *node, const SbxMaskedTable *leaf)
 {
 	ListCell   *lr;
 
+	foreach(lr, leaf->rules)
+		node->masked_columns = list_append_unique(node->masked_columns,
+												  makeString(((SbxMaskRule *) lfirst(lr))->column));
 	if (sbx_subset_share(node->seed->condition, NULL) >= 0)
 		return;
 	foreach(lr, leaf->rules)
@@ -639,6 +644,68 @@ sbx_check_leaf_masks(SbxMasking *m, const SbxNode *node, const SbxMaskedTable *l
 						 errhint("Remove one of the two rules.")));
 		}
 	}
+}
+
+/*
+ * A share of rows chooses them by a hash of their key, or of the whole
+ * row without one.  The rows kept would then tell something of the values
+ * hashed: where a mask covers a column of the key, or the table has no
+ * key and a mask, the share hashes the columns no mask covers, and is
+ * refused if there is none.  Changing a masked value on the source then
+ * changes no choice.
+ */
+static void
+sbx_share_columns(SbxMasking *m, SbxNode *node)
+{
+	bool		of_pages;
+	bool		key_masked = (node->pkey == NULL);
+	char		relid[16];
+	const char *params[1] = {relid};
+	PGresult   *res;
+	StringInfoData cols;
+	ListCell   *lc;
+
+	if (node->masked_columns == NIL ||
+		sbx_subset_share(node->seed->condition, &of_pages) < 0 || of_pages)
+		return;
+	snprintf(relid, sizeof(relid), "%u", node->relid);
+	res = sbx_reader_exec(m,
+						  "SELECT a.attname, a.attnum = ANY (COALESCE(i.indkey::pg_catalog.int2[], '{}'))"
+						  "  FROM pg_catalog.pg_attribute a"
+						  "  LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary"
+						  " WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0 AND NOT a.attisdropped"
+						  " ORDER BY a.attnum",
+						  1, params, PGRES_TUPLES_OK);
+	initStringInfo(&cols);
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		const char *column = PQgetvalue(res, i, 0);
+		bool		masked = false;
+
+		foreach(lc, node->masked_columns)
+			masked |= strcmp(strVal(lfirst(lc)), column) == 0;
+		if (masked)
+		{
+			key_masked |= PQgetvalue(res, i, 1)[0] == 't';
+			continue;
+		}
+		appendStringInfo(&cols, "%ssbx_s.%s", cols.len > 0 ? ", " : "",
+						 sbx_remote_quote_ident(column));
+	}
+	PQclear(res);
+	if (!key_masked)
+	{
+		pfree(cols.data);
+		return;
+	}
+	if (cols.len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a share of the rows of table %s of source \"%s\" would read masked columns only",
+						quote_qualified_identifier(node->schema, node->table), m->source),
+				 errdetail("A share of rows hashes the table's key, or its columns without one; here masks cover every column it could hash."),
+				 errhint("Use a share of pages (\'1%% of pages\') or a condition on an unmasked column.")));
+	node->share_columns = cols.data;
 }
 
 /*
@@ -663,6 +730,7 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes, List *excluded_oids)
 
 		if (node->cls != SBX_NODE_KEPT && node->cls != SBX_NODE_DOWN)
 			continue;
+		m->reduced_relids = lappend_oid(m->reduced_relids, node->relid);
 		appendStringInfo(&lock, "%s%s", lock.len > 0 ? ", " : "LOCK TABLE ",
 						 sbx_remote_quote_qualified(node->schema, node->table));
 		snprintf(relid, sizeof(relid), "%u", node->relid);
@@ -700,6 +768,8 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes, List *excluded_oids)
 			m->nreduced++;
 		}
 		PQclear(res);
+		if (node->seed)
+			sbx_share_columns(m, node);
 	}
 	if (lock.len > 0)
 	{

@@ -35,6 +35,10 @@ typedef struct SbxNode
 	const SbxSubsetRule *follow;	/* its follow rule, if any */
 	char	   *pkey;			/* its primary key's columns, or NULL */
 	const char *pkey_hash;		/* a one-column key's hash function, or NULL */
+	List	   *masked_columns; /* seed: the names its masks cover, any leaf */
+	char	   *share_columns;	/* seed: what a share of rows hashes when the
+								 * key is masked or missing: its unmasked
+								 * columns, quoted; NULL for the key */
 	List	   *out;			/* SbxKey from it */
 	bool		ordered;		/* down: its CTE is written */
 	bool		keeps_none;		/* down: in a cycle, keeps no row */

@@ -275,11 +275,12 @@ sbx_check_subset_on_source(const char *source, const char *kind, const char *sch
 		const char *params[2] = {schema, table};
 		char	   *qualified = quote_qualified_identifier(schema, table);
 		PGresult   *res;
+		Oid			relid;
 
 		sbx_begin_rule_check(conn, source);
 		sbx_check_rule_ascii(conn, source, kind, qualified, condition);
 		res = sbx_remote_exec(conn,
-							  "SELECT c.relispartition,"
+							  "SELECT c.relispartition, c.oid,"
 							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
 							  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
 							  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
@@ -298,15 +299,19 @@ sbx_check_subset_on_source(const char *source, const char *kind, const char *sch
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("table \"%s\" is a partition", qualified),
 					 errhint("Name its partitioned table: a rule covers every partition.")));
-		if (!PQgetisnull(res, 0, 1))
+		relid = atooid(PQgetvalue(res, 0, 1));
+		if (!PQgetisnull(res, 0, 2))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("table \"%s\" belongs to extension \"%s\"", qualified,
-							PQgetvalue(res, 0, 1)),
+							PQgetvalue(res, 0, 2)),
 					 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
 		PQclear(res);
 		if (condition != NULL)
 		{
+			/* the condition is planned against the table */
+			sbx_check_tables_trusted(conn, source, sbx_source_trusted_owners(source),
+									 list_make1_oid(relid), "to check a rule against it");
 			PQclear(sbx_plan_rule(conn,
 								  psprintf("SELECT FROM ONLY %s WHERE " SBX_MASK_EXPR_FORMAT " LIMIT 0",
 										   sbx_remote_quote_qualified(schema, table), condition),

@@ -115,9 +115,12 @@ sbx_seed_where(const SbxNode *node)
 	/*
 	 * A stable choice: the same rows for the same keys, whatever their order
 	 * on disk, by the server's own hash of a one-column key's value, or of
-	 * the key's text (of the whole row without a key).
+	 * the key's text (of the whole row without a key; of the unmasked
+	 * columns where a mask covers the key's, see sbx_share_columns).
 	 */
-	if (node->pkey && node->pkey_hash)
+	if (node->share_columns)
+		hashed = psprintf("pg_catalog.hashtext(ROW(%s)::pg_catalog.text)", node->share_columns);
+	else if (node->pkey && node->pkey_hash)
 		hashed = psprintf("%s(sbx_s.%s)", node->pkey_hash, node->pkey);
 	else
 		hashed = psprintf("pg_catalog.hashtext(%s::pg_catalog.text)",

@@ -59,9 +59,9 @@ const char *const sbx_phase_names[] = {"queued", "creating", "copying",
 
 /*
  * In a worker transaction: the source, checked again for a clone, as it may
- * have changed since the call.  Fills job->conninfo, job->require_password
- * and job->source_generation (0 before the catalog has generations), all
- * read at once.
+ * have changed since the call.  Fills job->conninfo, job->require_password,
+ * job->trusted_owners and job->source_generation (0 before the catalog has
+ * generations), all read at once.
  */
 void
 sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only,
@@ -72,9 +72,10 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 
 	if (!sbx_may_clone(by->role, by->is_admin, source))
 		sbx_report_source_denied(source, by->is_admin);
-	sbx_spi(psprintf("SELECT conninfo, allow_data, require_password, %s"
+	sbx_spi(psprintf("SELECT conninfo, allow_data, require_password, %s, %s"
 					 "  FROM pgsandbox.source WHERE name = $1",
-					 sbx_catalog_has_generations() ? "generation" : "0::bigint"),
+					 sbx_catalog_has_generations() ? "generation" : "0::bigint",
+					 sbx_catalog_has_trust() ? "trusted_owners::text" : "'{}'::text"),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		sbx_report_source_denied(source, by->is_admin);
@@ -87,6 +88,7 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 													   SPI_tuptable->tupdesc, 3, &isnull));
 	job->source_generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 4, &isnull));
+	strlcpy(job->trusted_owners, sbx_spi_text(0, 5), sizeof(job->trusted_owners));
 }
 
 /*

@@ -45,6 +45,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "sbx_clone.h"
+#include "sbx_conn.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
@@ -68,6 +69,7 @@ typedef struct SbxJobState
 								 * ended: only its slot is left to free */
 	TimestampTz started;
 	char		actor[NAMEDATALEN];
+	bool		actor_is_admin; /* sees what the source said of a failure */
 } SbxJobState;
 
 static SbxJobState sbx_jobs[SBX_MAX_CLONE_JOBS];
@@ -284,11 +286,11 @@ sbx_progress_end(int j)
 
 /*
  * Hand clone job j, filled in *job, to a new clone worker, for request
- * (slot, serial), or none (slot -1), on behalf of 'actor'.  The job's
+ * (slot, serial), or none (slot -1), on behalf of 'by'.  The job's
  * secrets are wiped from *job once shared memory holds them.
  */
 static void
-sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial, const char *actor)
+sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial, const SbxActor *by)
 {
 	job->in_use = true;
 	job->request = slot;
@@ -312,7 +314,8 @@ sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial, const char *act
 
 	sbx_jobs[j].terminated = false;
 	sbx_jobs[j].started = GetCurrentTimestamp();
-	strlcpy(sbx_jobs[j].actor, actor, NAMEDATALEN);
+	strlcpy(sbx_jobs[j].actor, by->name, NAMEDATALEN);
+	sbx_jobs[j].actor_is_admin = by->is_admin;
 	sbx_start_clone_worker(j, job->name, job->sandbox_id);
 }
 
@@ -401,7 +404,7 @@ sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
 		job.extra_slots = sbx_grant_parallel_slots(j, slot, spec);
 		job.steps[SBX_STEP_TAKEN] = taken;
 		job.steps[SBX_STEP_CREATED] = GetCurrentTimestamp();
-		sbx_launch_job(j, &job, slot, serial, by->name);
+		sbx_launch_job(j, &job, slot, serial, by);
 	}
 	PG_CATCH();
 	{
@@ -715,6 +718,14 @@ sbx_clone_finish(int j, bool stopped)
 		sbx_undo_job_quietly(&job, reason, sbx_jobs[j].actor);
 		if (job.kind == SBX_KIND_SANDBOX && !job.reset)
 			sbx_count_clone_failure(sbx_clone_method(&job), code);
+		/*
+		 * What the source, pg_dump or pg_restore said is in the detail: a
+		 * caller who is not an admin gets the step that failed and its
+		 * SQLSTATE, not the text of a server that objects others own
+		 * could make speak (the sandbox's row and events show the same).
+		 */
+		if (detail != NULL && !sbx_jobs[j].actor_is_admin)
+			detail = "What the servers said is shown to administrators only, in pgsandbox.sandboxes and the server log.";
 		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
 		if (job.reset)
 			ereport(LOG,
@@ -1046,7 +1057,7 @@ sbx_serve_reset_or_save(int j, int slot, const SbxRequest *req)
 			sbx_snapshots_may_exist = true;
 			sbx_save_begin(j, &by, req, &job);
 		}
-		sbx_launch_job(j, &job, slot, req->serial, by.name);
+		sbx_launch_job(j, &job, slot, req->serial, &by);
 	}
 	PG_CATCH();
 	{
@@ -1692,6 +1703,9 @@ sbx_lifecycle_worker_main(Datum main_arg)
 			reconciled = true;
 			sbx_forget_previous_run();
 		}
+		/* the login of local sources (source_reader.c), once per start */
+		if (ready)
+			sbx_reader_prepare();
 
 		running = sbx_check_jobs();
 		sbx_serve_parked();

@@ -1,4 +1,4 @@
-/* pgsandbox--0.11.sql: catalog, views and functions of pgsandbox */
+/* pgsandbox--0.12.sql: catalog, views and functions of pgsandbox */
 
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
@@ -41,6 +41,26 @@ BEGIN
 END
 $$;
 
+/*
+ * pgsandbox_reader, the login of a source of this cluster whose connection
+ * string names no user (source_reader.c): it reads every table and runs no
+ * row-level security policy, and may do nothing else.  The worker gives it
+ * LOGIN and a password that only it knows; the login check keeps it out of
+ * this database.  A role of that name that pgsandbox did not make is
+ * refused, rather than handed those rights.
+ */
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgsandbox_reader') THEN
+		CREATE ROLE pgsandbox_reader NOLOGIN BYPASSRLS IN ROLE pg_read_all_data;
+	ELSIF NOT pg_catalog.pg_has_role('pgsandbox_reader', 'pg_read_all_data', 'MEMBER') THEN
+		RAISE EXCEPTION 'role "pgsandbox_reader" exists, and pgsandbox did not make it'
+			USING ERRCODE = 'duplicate_object',
+				  HINT = 'Drop or rename the role, then create or update the extension.';
+	END IF;
+END
+$$;
+
 GRANT USAGE ON SCHEMA pgsandbox TO pgsandbox_admin, pgsandbox_user;
 
 CREATE SEQUENCE pgsandbox.source_generation;
@@ -66,7 +86,10 @@ CREATE TABLE pgsandbox.source (
 	-- earlier source of the same name never serves this one
 	generation	bigint NOT NULL DEFAULT pg_catalog.nextval('pgsandbox.source_generation'),
 	-- clones may carry the planner's statistics, which hold column values
-	allow_statistics boolean NOT NULL DEFAULT false
+	allow_statistics boolean NOT NULL DEFAULT false,
+	-- roles whose code pgsandbox may run when it plans a query on the
+	-- source's tables, besides superusers and the source's login
+	trusted_owners text[] NOT NULL DEFAULT '{}'
 );
 
 -- Every sandbox ever made, written only by the lifecycle worker.
@@ -227,7 +250,7 @@ COMMENT ON FUNCTION pgsandbox._caller_is_admin() IS
 -- keeps a caller's own functions from seeing the others first.
 CREATE VIEW pgsandbox.sources WITH (security_barrier) AS
 	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at,
-		   s.allow_statistics
+		   s.allow_statistics, s.trusted_owners
 	  FROM pgsandbox.source s
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
@@ -246,7 +269,12 @@ COMMENT ON VIEW pgsandbox.source_grants IS
 CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 	SELECT s.name, s.source, s.schema_only, s.status, s.labels,
 		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
-		   s.dropped_at, s.size_bytes, s.error, s.method, s.data_as_of,
+		   s.dropped_at, s.size_bytes,
+		   -- what the servers said of a failure is for admins: others
+		   -- read the step that failed
+		   CASE WHEN pgsandbox._caller_is_admin() THEN s.error
+				ELSE pg_catalog.split_part(s.error, E'\n', 1) END AS error,
+		   s.method, s.data_as_of,
 		   s.masked, s.protected_until, s.idle_timeout, s.last_used_at,
 		   s.read_only_at, s.reduced
 	  FROM pgsandbox.sandbox s
@@ -256,7 +284,9 @@ COMMENT ON VIEW pgsandbox.sandboxes IS
 	'Every sandbox pgsandbox made, live or not (a pgsandbox_user sees its own)';
 
 CREATE VIEW pgsandbox.events WITH (security_barrier) AS
-	SELECT e.at, e.sandbox, e.action, e.actor, e.detail
+	SELECT e.at, e.sandbox, e.action, e.actor,
+		   CASE WHEN pgsandbox._caller_is_admin() THEN e.detail
+				ELSE pg_catalog.split_part(e.detail, E'\n', 1) END AS detail
 	  FROM pgsandbox.event e
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.sandbox s
@@ -374,6 +404,14 @@ END
 $$;
 COMMENT ON FUNCTION pgsandbox.gc(boolean) IS
 	'Drop every expired sandbox now (a pgsandbox_user: its own); with dry_run, only list them';
+
+CREATE FUNCTION pgsandbox.trust_owners(source text, owners text[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_trust_owners'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.trust_owners(text, text[]) IS
+	'Name the roles of a source whose tables and functions pgsandbox may plan queries on, besides superusers and the source''s login (an empty array trusts none)';
 
 CREATE FUNCTION pgsandbox.grant_source(source text, grantee regrole)
 RETURNS void
@@ -540,6 +578,7 @@ REVOKE ALL ON FUNCTION
 	pgsandbox._caller_is_admin(),
 	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
+	pgsandbox.trust_owners(text, text[]),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor(),
@@ -570,6 +609,7 @@ TO pgsandbox_admin, pgsandbox_user;
 GRANT EXECUTE ON FUNCTION
 	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
+	pgsandbox.trust_owners(text, text[]),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor()

@@ -1,0 +1,252 @@
+/*-------------------------------------------------------------------------
+ *
+ * source_trust.c
+ *	  Whose code a query of pgsandbox's on a source table may run: the
+ *	  check made before any such query is planned.
+ *
+ * The planner runs code that a table's owner chose: it folds the immutable
+ * functions of the table's index expressions, partial-index predicates,
+ * extended-statistics expressions and partition key, and of those of its
+ * partitions, while it plans a query on it (plancat.c, relcache.c).  That
+ * code then runs with the rights of the session that plans, here the
+ * source's login.  PostgreSQL runs its own maintenance as the table's
+ * owner for this reason; a client cannot, so pgsandbox follows what
+ * PostgreSQL advises a session that cannot trust an object's owner: it
+ * queries only objects whose owners it trusts.
+ *
+ * Trusted are the superusers, the source's login itself and the roles an
+ * administrator names for the source (trust_owners()); the public schema's
+ * pg_database_owner stands for the database's owner.  Before any query is
+ * planned on a table (a masked or reduced table's COPY, the closure of a
+ * reduced clone, an extension's configuration rows, a rule's check,
+ * suggest_masks()'s samples), the table and every partition or child it
+ * has must
+ *
+ *	- belong to a trusted role: only its owner may add an index, a
+ *	  statistics object or a partition, and may do so at any moment, with
+ *	  no lock a read-only login could take to stop it;
+ *	- sit in a schema that a trusted role owns: the schema's owner could
+ *	  rename it and put another relation, with code of its own, in the
+ *	  table's place between this check and the query;
+ *	- call, in those expressions, only functions and operators whose
+ *	  functions trusted roles own (found through pg_depend, which records
+ *	  every function and operator an expression uses).
+ *
+ * Otherwise nothing is planned: the caller gets an error naming the object
+ * and the role.  Row-level security policies are not checked: every
+ * session that reads a source sets row_security off (sandbox_conn.c), so
+ * no policy runs; a table a policy would filter fails the read instead.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "pgsandbox.h"
+#include "sbx_conn.h"
+#include "utils/builtins.h"
+
+/*
+ * One row per thing that makes a table unsafe to plan on, the first first:
+ * its kind, the table, the object (index, statistics object), the function,
+ * the role that is not trusted, and the table of $1 it is (or is under).
+ * $1 is the tables, $2 the trusted roles' names.  Catalog queries only: no
+ * user table is planned on.
+ */
+#define SBX_UNTRUSTED_SQL \
+	"WITH RECURSIVE tables(relid, root) AS (" \
+	"  SELECT r, r FROM pg_catalog.unnest($1::pg_catalog.oid[]) r" \
+	"  UNION" \
+	"  SELECT i.inhrelid, t.root FROM pg_catalog.pg_inherits i" \
+	"    JOIN tables t ON i.inhparent OPERATOR(pg_catalog.=) t.relid)," \
+	" dbowner AS (" \
+	"  SELECT d.datdba FROM pg_catalog.pg_database d" \
+	"   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())," \
+	" trusted(oid) AS (" \
+	"  SELECT r.oid FROM pg_catalog.pg_roles r" \
+	"   WHERE r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) CURRENT_USER" \
+	"      OR r.rolname OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))," \
+	" owners(role, effective) AS (" \
+	"  SELECT r.oid, CASE WHEN r.oid OPERATOR(pg_catalog.=) pg_catalog.to_regrole('pg_database_owner')" \
+	"                     THEN (SELECT datdba FROM dbowner) ELSE r.oid END" \
+	"    FROM pg_catalog.pg_roles r)," \
+	" untrusted(role) AS (" \
+	"  SELECT o.role FROM owners o WHERE o.effective NOT IN (SELECT oid FROM trusted))," \
+	" objects(relid, root, kind, classid, objid, name) AS (" \
+	"  SELECT t.relid, t.root, 'partition key', 'pg_catalog.pg_class'::pg_catalog.regclass, t.relid," \
+	"         NULL::pg_catalog.text" \
+	"    FROM tables t" \
+	"  UNION ALL" \
+	"  SELECT i.indrelid, t.root, 'index', 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid," \
+	"         i.indexrelid::pg_catalog.regclass::pg_catalog.text" \
+	"    FROM pg_catalog.pg_index i JOIN tables t ON i.indrelid OPERATOR(pg_catalog.=) t.relid" \
+	"  UNION ALL" \
+	"  SELECT s.stxrelid, t.root, 'statistics object', 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid," \
+	"         pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)" \
+	"         pg_catalog.quote_ident(s.stxname)" \
+	"    FROM pg_catalog.pg_statistic_ext s" \
+	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) s.stxnamespace" \
+	"    JOIN tables t ON s.stxrelid OPERATOR(pg_catalog.=) t.relid)," \
+	" functions(relid, root, kind, name, func) AS (" \
+	"  SELECT o.relid, o.root, o.kind, o.name," \
+	"         CASE WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass" \
+	"              THEN (SELECT op.oprcode FROM pg_catalog.pg_operator op" \
+	"                     WHERE op.oid OPERATOR(pg_catalog.=) d.refobjid)::pg_catalog.oid" \
+	"              ELSE d.refobjid END" \
+	"    FROM objects o" \
+	"    JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid" \
+	"                               AND d.objid OPERATOR(pg_catalog.=) o.objid" \
+	"   WHERE d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_proc'::pg_catalog.regclass," \
+	"                                                      'pg_catalog.pg_operator'::pg_catalog.regclass]))" \
+	" SELECT kind, relid::pg_catalog.regclass::pg_catalog.text, name, func, role, root FROM (" \
+	"  SELECT 1 AS ord, 'table' AS kind, c.oid AS relid, t.root, NULL::pg_catalog.text AS name," \
+	"         NULL::pg_catalog.text AS func, pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text AS role" \
+	"    FROM tables t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE c.relowner IN (SELECT role FROM untrusted)" \
+	"  UNION ALL" \
+	"  SELECT 2, 'schema', c.oid, t.root, pg_catalog.quote_ident(n.nspname), NULL," \
+	"         pg_catalog.pg_get_userbyid(n.nspowner)::pg_catalog.text" \
+	"    FROM tables t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid" \
+	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace" \
+	"   WHERE n.nspowner IN (SELECT role FROM untrusted)" \
+	"  UNION ALL" \
+	"  SELECT 3, f.kind, f.relid, f.root, f.name, p.oid::pg_catalog.regprocedure::pg_catalog.text," \
+	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text" \
+	"    FROM functions f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.func" \
+	"   WHERE p.proowner IN (SELECT role FROM untrusted)) u" \
+	" ORDER BY ord, relid, name, func"
+
+/* The rows of SBX_UNTRUSTED_SQL for 'relids', on a prepared session. */
+static PGresult *
+sbx_untrusted_objects(PGconn *conn, const char *source, const char *trusted_owners,
+					  List *relids)
+{
+	StringInfoData oids;
+	const char *params[2];
+	PGresult   *res;
+	ListCell   *lc;
+
+	initStringInfo(&oids);
+	appendStringInfoChar(&oids, '{');
+	foreach(lc, relids)
+		appendStringInfo(&oids, "%s%u", oids.len > 1 ? "," : "", lfirst_oid(lc));
+	appendStringInfoChar(&oids, '}');
+	params[0] = oids.data;
+	params[1] = trusted_owners && trusted_owners[0] ? trusted_owners : "{}";
+	res = sbx_remote_exec(conn, SBX_UNTRUSTED_SQL, 2, params, PGRES_TUPLES_OK,
+						  psprintf("could not check the owners of source \"%s\"", source));
+	pfree(oids.data);
+	return res;
+}
+
+/*
+ * Check, on connection 'conn' to 'source' (a prepared session, in the
+ * snapshot of the queries to come), that pgsandbox may plan queries on the
+ * tables 'relids' (OIDs in the source), with their partitions and
+ * children, trusting the superusers, the login and the roles of
+ * 'trusted_owners' (a text[] literal, "{}" for none).  'why' says what
+ * the queries are for, in the error's detail ("to copy its masked rows").
+ * Raises an error naming the first thing that is not trusted.
+ */
+void
+sbx_check_tables_trusted(PGconn *conn, const char *source, const char *trusted_owners,
+						 List *relids, const char *why)
+{
+	PGresult   *res;
+	char	   *kind;
+	char	   *table;
+	char	   *name;
+	char	   *func;
+	char	   *role;
+
+	if (relids == NIL)
+		return;
+	res = sbx_untrusted_objects(conn, source, trusted_owners, relids);
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		return;
+	}
+	kind = pstrdup(PQgetvalue(res, 0, 0));
+	table = pstrdup(PQgetvalue(res, 0, 1));
+	name = pstrdup(PQgetvalue(res, 0, 2));
+	func = pstrdup(PQgetvalue(res, 0, 3));
+	role = pstrdup(PQgetvalue(res, 0, 4));
+	PQclear(res);
+
+	if (strcmp(kind, "table") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s of source \"%s\" belongs to role \"%s\", which the source does not trust",
+						table, source, role),
+				 errdetail("pgsandbox would plan a query on the table %s, and its owner may give it, at any moment, an index or statistics expression that the planner runs with the rights of the source's login.",
+						   why),
+				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+	if (strcmp(kind, "schema") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("schema %s of table %s of source \"%s\" belongs to role \"%s\", which the source does not trust",
+						name, table, source, role),
+				 errdetail("pgsandbox would plan a query on the table %s, and the schema's owner could rename it and put another relation, with code of its own, in the table's place.",
+						   why),
+				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 strcmp(kind, "partition key") == 0 ?
+			 errmsg("the partition key of table %s of source \"%s\" calls function %s, which belongs to role \"%s\", which the source does not trust",
+					table, source, func, role) :
+			 errmsg("%s %s of table %s of source \"%s\" calls function %s, which belongs to role \"%s\", which the source does not trust",
+					kind, name, table, source, func, role),
+			 errdetail("pgsandbox would plan a query on the table %s, and the planner runs such a function with the rights of the source's login.",
+					   why),
+			 errhint("Have a trusted role own the function, trust its owner with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+}
+
+/*
+ * Of the tables 'relids', those pgsandbox may not plan a query on, as
+ * sbx_check_tables_trusted would find, for a caller that leaves them out
+ * rather than fail.
+ */
+List *
+sbx_untrusted_tables(PGconn *conn, const char *source, const char *trusted_owners,
+					 List *relids)
+{
+	List	   *untrusted = NIL;
+	PGresult   *res;
+
+	if (relids == NIL)
+		return NIL;
+	res = sbx_untrusted_objects(conn, source, trusted_owners, relids);
+	for (int i = 0; i < PQntuples(res); i++)
+		untrusted = list_append_unique_oid(untrusted, atooid(PQgetvalue(res, i, 5)));
+	PQclear(res);
+	return untrusted;
+}
+
+/*
+ * In the caller's backend: the roles source 'name' trusts, as a text[]
+ * literal ("{}" for none, or before the catalog has them).
+ */
+char *
+sbx_source_trusted_owners(const char *name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *result = "{}";
+	MemoryContext outer = CurrentMemoryContext;
+
+	if (!sbx_catalog_has_trust())
+		return pstrdup(result);
+	values[0] = CStringGetTextDatum(name);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT trusted_owners::text FROM pgsandbox.source WHERE name = $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source \"%s\"", name);
+	if (SPI_processed == 1)
+		result = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	result = MemoryContextStrdup(outer, result ? result : "{}");
+	SPI_finish();
+	return result;
+}
