@@ -79,7 +79,7 @@ make_cluster()
 	pg_createcluster -p "$port" "$v" main >/dev/null
 	printf "shared_preload_libraries = 'pgsandbox'\npgsandbox.database = 'postgres'\n" \
 		> "$conf/conf.d/pgsandbox.conf"
-	sed -i '0,/^local[[:space:]]\+all[[:space:]]\+all/s//local   all   +pgsandbox_sandbox   scram-sha-256\n&/' \
+	sed -i '0,/^local[[:space:]]\+all[[:space:]]\+all/s//local   all   +pgsandbox_sandbox,pgsandbox_reader   scram-sha-256\n&/' \
 		"$conf/pg_hba.conf"
 	pg_ctlcluster "$v" main start
 }

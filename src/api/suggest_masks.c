@@ -330,7 +330,8 @@ sbx_leave_untrusted_unsampled(PGconn *conn, const char *source, SbxColumn *colum
 	{
 		if (!list_member_oid(untrusted, columns[i].relid))
 			continue;
-		if (columns[i].sampled)
+		/* the columns of a table come together */
+		if (i == 0 || columns[i - 1].relid != columns[i].relid)
 			appendStringInfo(&names, "%s%s", names.len > 0 ? ", " : "", columns[i].remote_rel);
 		columns[i].sampled = false;
 	}

@@ -788,11 +788,15 @@ sbx_masked_write_failed(PGconn *sandbox, const SbxMaskedTable *table, PGresult *
  * the table the rules were resolved against.  The lock taken before the
  * snapshot keeps the table from being renamed, moved or dropped, but not
  * its schema from being renamed, and another relation put in its place:
- * a view, say, with the real values under a column no rule masks.  So the
- * name must still lead to the same table just before the COPY and just
- * after it, and the COPY itself reads with TABLESAMPLE SYSTEM (100), which
+ * a view, say, with the real values under a column no rule masks.  (Only
+ * a trusted role may do that: source_trust.c refuses a table in a schema
+ * anyone else owns.)  So the name must still lead to the same table just
+ * before the COPY and just after it; but a session's catalog caches may
+ * lag behind another session's change until it next takes a new lock, so
+ * that check only catches a swap early, and the statements themselves
+ * decide.  The COPY of every row reads with TABLESAMPLE SYSTEM (100), which
  * reads every row and stands only on a table or a materialized view (so no
- * view), and keeps only rows whose tableoid is the table's (so no other
+ * view), and fails on a row whose tableoid is not the table's (so no other
  * table).  A reduced table's kept rows are read by their ctids, which a
  * view may name a column after: those reads keep only rows of the table's
  * own row type, which no other relation has, and each must bring as many
@@ -929,7 +933,9 @@ sbx_copy_masked_table(SbxMasking *m, SbxMaskedTable *table, PGconn *sandbox)
 	if (!table->reduced)
 		table->rows = sbx_copy_rows(m, table,
 									psprintf("COPY (SELECT %s FROM ONLY %s TABLESAMPLE SYSTEM (100)"
-											 " WHERE tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid)"
+											 " WHERE CASE WHEN tableoid OPERATOR(pg_catalog.=) %u::pg_catalog.oid THEN true"
+											 " ELSE ('a row of relation ' OPERATOR(pg_catalog.||) tableoid::pg_catalog.text"
+											 " OPERATOR(pg_catalog.||) ', not of the table read')::pg_catalog.bool END)"
 											 " TO STDOUT",
 											 table->select_list, table->sql_name, table->relid),
 									sandbox, -1);

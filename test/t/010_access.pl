@@ -131,8 +131,11 @@ my $user_oid = sq("SELECT oid FROM pg_roles WHERE rolname = 'pgsandbox_user'");
 sq('CREATE EXTENSION pgsandbox');
 is( sq("SELECT string_agg(rolname || ':' || rolcanlogin || rolsuper || rolcreatedb || rolcreaterole || rolbypassrls, ',' ORDER BY rolname)"
 		  . " FROM pg_roles WHERE rolname LIKE 'pgsandbox\\_%'"),
-	'pgsandbox_admin:falsefalsefalsefalsefalse,pgsandbox_sandbox:falsefalsefalsefalsefalse,pgsandbox_user:falsefalsefalsefalsefalse',
-	'three privilege-less NOLOGIN group roles exist');
+	'pgsandbox_admin:falsefalsefalsefalsefalse,pgsandbox_reader:falsefalsefalsefalsetrue,pgsandbox_sandbox:falsefalsefalsefalsefalse,pgsandbox_user:falsefalsefalsefalsefalse',
+	'three privilege-less NOLOGIN group roles exist, and pgsandbox_reader, which bypasses row-level security only');
+is(sq(q{SELECT string_agg(b.rolname, ',') FROM pg_auth_members m JOIN pg_roles b ON b.oid = m.roleid
+	 WHERE m.member = 'pgsandbox_reader'::regrole}), 'pg_read_all_data',
+	'pgsandbox_reader is a member of pg_read_all_data alone');
 is(sq("SELECT oid FROM pg_roles WHERE rolname = 'pgsandbox_user'"),
 	$user_oid, 'an existing pgsandbox_user is kept, not recreated');
 is(sq("SELECT pg_has_role('alice', 'pgsandbox_user', 'MEMBER')"),
