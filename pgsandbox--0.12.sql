@@ -151,7 +151,10 @@ CREATE TABLE pgsandbox.sandbox (
 	-- worker finishes its drop whatever blocked or interrupted it
 	drop_started_at timestamptz,
 	-- whether subset rules reduced its rows
-	reduced		boolean NOT NULL DEFAULT false
+	reduced		boolean NOT NULL DEFAULT false,
+	-- the cap of sessions its clone asked for, below
+	-- pgsandbox.max_connections_per_sandbox; NULL for the setting's
+	connection_limit integer
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -276,8 +279,15 @@ CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 				ELSE pg_catalog.split_part(s.error, E'\n', 1) END AS error,
 		   s.method, s.data_as_of,
 		   s.masked, s.protected_until, s.idle_timeout, s.last_used_at,
-		   s.read_only_at, s.reduced
+		   s.read_only_at, s.reduced,
+		   -- its share of the server: the sessions it may have and has,
+		   -- and the temporary files it wrote since the statistics began
+		   pg_catalog.LEAST(s.connection_limit,
+							NULLIF(COALESCE(pg_catalog.current_setting('pgsandbox.max_connections_per_sandbox', true),
+											'-1')::integer, -1)) AS connection_limit,
+		   d.numbackends AS sessions, d.temp_bytes
 	  FROM pgsandbox.sandbox s
+	  LEFT JOIN pg_catalog.pg_stat_database d ON d.datid = s.db_oid AND s.status = 'ready'
 	 WHERE s.kind = 'sandbox'
 	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
 COMMENT ON VIEW pgsandbox.sandboxes IS
@@ -325,13 +335,14 @@ CREATE FUNCTION pgsandbox.clone(source text DEFAULT NULL,
 								fresh boolean DEFAULT false,
 								statistics boolean DEFAULT false,
 								idle_timeout interval DEFAULT NULL,
-								from_save text DEFAULT NULL)
+								from_save text DEFAULT NULL,
+								connection_limit integer DEFAULT NULL)
 RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
 AS 'MODULE_PATHNAME', 'pgsandbox_clone'
 LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text) IS
-	'Clone an approved source into a new sandbox database and login role: from its pool, its snapshot or, with fresh or failing those, the live source, with statistics its planner statistics too (PostgreSQL 18); idle_timeout (or pgsandbox.default_idle_timeout) drops it after that long without a session; from_save, instead of a source, copies one of the caller''s saves; returns when it is ready';
+COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer) IS
+	'Clone an approved source into a new sandbox database and login role: from its pool, its snapshot or, with fresh or failing those, the live source, with statistics its planner statistics too (PostgreSQL 18); idle_timeout (or pgsandbox.default_idle_timeout) drops it after that long without a session; from_save, instead of a source, copies one of the caller''s saves; connection_limit caps its sessions below pgsandbox.max_connections_per_sandbox; returns when it is ready';
 
 CREATE FUNCTION pgsandbox.drop(name text)
 RETURNS void
@@ -582,7 +593,7 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor(),
-	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text),
+	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
 	pgsandbox.protect(text, timestamptz),
@@ -597,7 +608,7 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.run_sql(text, text, integer, boolean, interval),
 	pgsandbox.describe_schema(text),
 	pgsandbox.schema_diff(text),
-	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text),
+	pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer),
 	pgsandbox.drop(text),
 	pgsandbox.extend(text, interval),
 	pgsandbox.protect(text, timestamptz),
@@ -791,7 +802,31 @@ CREATE VIEW pgsandbox.metrics AS
 				   FROM pgsandbox._current_snapshots() cs
 				   JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id) c
 		ON c.source OPERATOR(pg_catalog.=) p.source AND c.schema_only OPERATOR(pg_catalog.=) p.schema_only
-	 WHERE p.schedule IS NOT NULL;
+	 WHERE p.schedule IS NOT NULL
+	UNION ALL
+	-- the sandboxes' share of the server (0.12): their sessions and the
+	-- temporary files they wrote, the slots free and those reserved from
+	-- sandbox logins; what the caps refused is a counter
+	SELECT 'pgsandbox_sandbox_sessions', '{}'::jsonb,
+		   COALESCE(pg_catalog.sum(d.numbackends), 0)::double precision
+	  FROM pgsandbox.sandbox s
+	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
+	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	UNION ALL
+	SELECT 'pgsandbox_sandbox_temp_bytes', '{}'::jsonb,
+		   COALESCE(pg_catalog.sum(d.temp_bytes), 0)::double precision
+	  FROM pgsandbox.sandbox s
+	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
+	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	UNION ALL
+	SELECT 'pgsandbox_connection_slots_free', '{}'::jsonb,
+		   (pg_catalog.current_setting('max_connections')::integer OPERATOR(pg_catalog.-)
+			(SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity a
+			  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'))::double precision
+	UNION ALL
+	SELECT 'pgsandbox_connection_slots_reserved', '{}'::jsonb,
+		   COALESCE(pg_catalog.current_setting('pgsandbox.reserved_connections', true),
+					'0')::double precision;
 COMMENT ON VIEW pgsandbox.metrics IS
 	'Prometheus-style series of pgsandbox''s state and counters (for admins and pg_monitor)';
 REVOKE ALL ON pgsandbox.metrics FROM PUBLIC;

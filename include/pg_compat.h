@@ -63,6 +63,25 @@
 #endif
 
 /*
+ * PostgreSQL 16 renamed superuser_reserved_connections' variable and added
+ * reserved_connections beside it: the slots no ordinary login may take.
+ */
+#if PG_VERSION_NUM >= PG_VERSION_16
+#define sbx_server_reserved_slots_compat() (SuperuserReservedConnections + ReservedConnections)
+#else
+#define sbx_server_reserved_slots_compat() (ReservedBackends)
+#endif
+
+/*
+ * PostgreSQL 16 made HaveNFreeProcs() also tell how many slots are free.
+ */
+#if PG_VERSION_NUM >= PG_VERSION_16
+#define sbx_have_n_free_procs_compat(n) HaveNFreeProcs((n), NULL)
+#else
+#define sbx_have_n_free_procs_compat(n) HaveNFreeProcs(n)
+#endif
+
+/*
  * PostgreSQL 16 gave pg_auth_members a grantor key: AUTHMEMMEMROLE looks up
  * (member, role, grantor) there and (member, role) before.  Nothing here
  * wraps it: login_check.c lists the rows of one member by the first key alone,

@@ -79,6 +79,25 @@ extern int	sbx_clone_jobs;			/* jobs of a parallel dump and restore */
 extern int	sbx_parallel_min_size;	/* MB: a smaller source streams */
 extern int	sbx_file_copy_min_size; /* MB: auto's FILE_COPY; -1: never */
 
+/* a setting and its value: a source database's, or one a role is given */
+typedef struct SbxSetting
+{
+	char	   *name;
+	char	   *value;
+} SbxSetting;
+
+/* what one sandbox may take of the server (tenant_settings.c) */
+extern int	sbx_max_connections_per_sandbox;
+extern int	sbx_reserved_connections;
+extern int	sbx_sandbox_temp_file_limit;	/* kB; -1: none */
+extern int	sbx_max_prepared_per_sandbox;
+extern int	sbx_max_prepared_age;	/* s; 0: off */
+extern int	sbx_max_transaction_age;	/* s; 0: off */
+extern char *sbx_sandbox_settings;
+extern void sbx_define_tenant_settings(void);
+extern List *sbx_parse_sandbox_settings(const char *value, char **error);
+extern int	sbx_prepared_cap(void);
+
 typedef enum SbxCopyStrategy
 {
 	SBX_COPY_WAL_LOG,
@@ -107,6 +126,7 @@ extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
 extern bool sbx_catalog_has_reduced(void);
 extern bool sbx_catalog_has_trust(void);
+extern bool sbx_catalog_has_tenants(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);

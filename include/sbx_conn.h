@@ -74,13 +74,6 @@ typedef struct SbxConfigRel
 	char	   *columns;		/* quoted, comma-separated; tables only */
 } SbxConfigRel;
 
-/* a setting of the source database for all roles */
-typedef struct SbxSetting
-{
-	char	   *name;
-	char	   *value;
-} SbxSetting;
-
 /* an event trigger of the source, which no sandbox role can own */
 typedef struct SbxEventTrigger
 {

@@ -130,6 +130,8 @@ typedef struct SbxRequest
 	int64		ttl_secs;		/* CLONE, EXTEND; RESET: 0 keeps the expiry */
 	TimestampTz protect_until;	/* PROTECT; 0 unprotects */
 	int64		idle_secs;		/* CLONE: idle timeout, 0 for none */
+	int			connection_limit;	/* CLONE: a sandbox's cap of sessions, 0
+									 * for the setting's */
 	int64		source_bytes;	/* CLONE, SNAPSHOT: the source database's
 								 * size as probed, -1 if not known */
 	int			source_plain;	/* CLONE: 1 if the probe found no extension
@@ -294,10 +296,22 @@ extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
 extern bool sbx_queue_abandoned(int slot, uint64 serial);
 extern void sbx_queue_fail_running(const char *message);
 
-/* when sandboxes were last logged into, for idle expiry (login_times.c) */
+/*
+ * when sandboxes were last logged into, for idle expiry, and what a
+ * sandbox was refused, for its events (login_times.c)
+ */
+typedef enum SbxRefusal
+{
+	SBX_REFUSED_SANDBOX_SESSIONS,	/* its cap of sessions */
+	SBX_REFUSED_RESERVED_SLOTS,	/* the slots reserved for the others */
+	SBX_REFUSED_PREPARED,		/* its share of prepared transactions */
+	SBX_NUM_REFUSALS
+} SbxRefusal;
+
 extern void sbx_usage_request_shmem(void);
 extern void sbx_usage_startup_shmem(void);
 extern void sbx_note_login(Oid role);
+extern void sbx_note_refusal(Oid role, SbxRefusal why);
 
 /* what the lifecycle worker does with the noted logins (login_times.c) */
 extern TimestampTz sbx_pending_login(Oid role);
@@ -316,6 +330,7 @@ extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 tota
 
 /* clone slots and the moments of a clone (clone_jobs.c) */
 extern void sbx_release_clone_slots(int j, int64 sandbox_id);
+extern bool sbx_clone_under_way(const char *name);
 extern char *sbx_describe_steps(const TimestampTz *steps);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);
 

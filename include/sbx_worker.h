@@ -33,6 +33,7 @@ extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
 /* clearing what a database holds of a sandbox (janitor.c) */
 extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
 							  bool drop_grants);
+extern bool sbx_janitor_start_aged(Oid dboid, const char *name, int max_age);
 extern void sbx_janitor_wait(Oid dboid);
 extern char *sbx_role_to_revoke(Oid role);
 extern const char *sbx_holders_sql(void);
@@ -95,6 +96,8 @@ typedef struct SbxCloneSpec
 	double		source_share;	/* as SbxRequest's; 0 when not probed is
 								 * read as 1 */
 	bool		from_save;		/* the snapshot copied is a save */
+	int			connection_limit;	/* a sandbox's cap of sessions, 0 for
+									 * the setting's */
 } SbxCloneSpec;
 
 /* what a drop did */
@@ -220,5 +223,10 @@ extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
 							 int64 expected, bool adds_to_total);
 extern bool sbx_budget_allows(int64 expected);
 extern void sbx_measure_sizes(void);
+
+/* a sandbox's share of the server (tenants.c) */
+extern char *sbx_give_tenant_limits(int64 id);
+extern void sbx_tenants_check(void);
+extern long sbx_tenants_interval(void);
 
 #endif							/* SBX_WORKER_H */

@@ -46,8 +46,13 @@ COMMENT ON FUNCTION pgsandbox.trust_owners(text, text[]) IS
 REVOKE ALL ON FUNCTION pgsandbox.trust_owners(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsandbox.trust_owners(text, text[]) TO pgsandbox_admin;
 
+-- A sandbox's share of the server (tenants.c, tenant_limits.c): the cap of
+-- sessions a clone asks for.
+ALTER TABLE pgsandbox.sandbox ADD COLUMN connection_limit integer;
+
 -- What the servers said of a failed clone is for admins: others read the
--- step that failed, the first line.
+-- step that failed, the first line.  A sandbox's cap, sessions and
+-- temporary files.
 CREATE OR REPLACE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 	SELECT s.name, s.source, s.schema_only, s.status, s.labels,
 		   s.requested_by AS owner, s.created_at, s.ready_at, s.expires_at,
@@ -58,8 +63,15 @@ CREATE OR REPLACE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 				ELSE pg_catalog.split_part(s.error, E'\n', 1) END AS error,
 		   s.method, s.data_as_of,
 		   s.masked, s.protected_until, s.idle_timeout, s.last_used_at,
-		   s.read_only_at, s.reduced
+		   s.read_only_at, s.reduced,
+		   -- its share of the server: the sessions it may have and has,
+		   -- and the temporary files it wrote since the statistics began
+		   pg_catalog.LEAST(s.connection_limit,
+							NULLIF(COALESCE(pg_catalog.current_setting('pgsandbox.max_connections_per_sandbox', true),
+											'-1')::integer, -1)) AS connection_limit,
+		   d.numbackends AS sessions, d.temp_bytes
 	  FROM pgsandbox.sandbox s
+	  LEFT JOIN pg_catalog.pg_stat_database d ON d.datid = s.db_oid AND s.status = 'ready'
 	 WHERE s.kind = 'sandbox'
 	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
 CREATE OR REPLACE VIEW pgsandbox.events WITH (security_barrier) AS
@@ -70,3 +82,142 @@ CREATE OR REPLACE VIEW pgsandbox.events WITH (security_barrier) AS
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.sandbox s
 					WHERE s.name = e.sandbox AND s.owner_oid = pgsandbox._caller());
+-- clone()'s argument for a sandbox's cap of sessions.
+
+DROP FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text);
+CREATE FUNCTION pgsandbox.clone(source text DEFAULT NULL,
+								schema_only boolean DEFAULT true,
+								ttl interval DEFAULT NULL,
+								labels jsonb DEFAULT '{}',
+								fresh boolean DEFAULT false,
+								statistics boolean DEFAULT false,
+								idle_timeout interval DEFAULT NULL,
+								from_save text DEFAULT NULL,
+								connection_limit integer DEFAULT NULL)
+RETURNS TABLE(name text, conninfo text, expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'pgsandbox_clone'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer) IS
+	'Clone an approved source into a new sandbox database and login role: from its pool, its snapshot or, with fresh or failing those, the live source, with statistics its planner statistics too (PostgreSQL 18); idle_timeout (or pgsandbox.default_idle_timeout) drops it after that long without a session; from_save, instead of a source, copies one of the caller''s saves; connection_limit caps its sessions below pgsandbox.max_connections_per_sandbox; returns when it is ready';
+
+REVOKE ALL ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgsandbox.clone(text, boolean, interval, jsonb, boolean, boolean, interval, text, integer)
+	TO pgsandbox_admin, pgsandbox_user;
+
+-- The sandboxes' sessions and temporary files, the free and reserved slots.
+CREATE OR REPLACE VIEW pgsandbox.metrics AS
+	WITH live AS (
+		SELECT s.kind, s.status, s.owner_oid, s.size_bytes, s.protected_until,
+			   s.read_only_at, s.data_as_of, s.retired_at
+		  FROM pgsandbox.sandbox s
+		 WHERE s.status IN ('cloning', 'ready')
+	), kinds(kind) AS (
+		VALUES ('sandbox'), ('snapshot'), ('pool'), ('save')
+	), budget(scope, setting, used) AS (
+		VALUES ('total', 'pgsandbox.max_total_size',
+				(SELECT pg_catalog.sum(l.size_bytes) FROM live l)),
+			   ('per_owner', 'pgsandbox.max_size_per_owner',
+				(SELECT pg_catalog.max(o.bytes)
+				   FROM (SELECT pg_catalog.sum(l.size_bytes) AS bytes FROM live l
+						  WHERE l.kind IN ('sandbox', 'save') GROUP BY l.owner_oid) o)),
+			   ('sandbox', 'pgsandbox.max_sandbox_size',
+				(SELECT pg_catalog.max(l.size_bytes) FROM live l WHERE l.kind = 'sandbox'))
+	)
+	SELECT 'pgsandbox_sandboxes_live'::text AS name,
+		   pg_catalog.jsonb_build_object('kind', k.kind, 'status', st.status) AS labels,
+		   (SELECT pg_catalog.count(*) FROM live l
+			 WHERE l.kind = k.kind AND l.status = st.status)::double precision AS value
+	  FROM kinds k CROSS JOIN (VALUES ('cloning'), ('ready')) st(status)
+	UNION ALL
+	SELECT 'pgsandbox_database_bytes', pg_catalog.jsonb_build_object('kind', k.kind),
+		   COALESCE((SELECT pg_catalog.sum(l.size_bytes) FROM live l
+					  WHERE l.kind = k.kind), 0)::double precision
+	  FROM kinds k
+	UNION ALL
+	SELECT c.name, c.labels, c.value FROM pgsandbox.counter c
+	UNION ALL
+	SELECT 'pgsandbox_queue_requests', pg_catalog.jsonb_build_object('state', q.state),
+		   q.requests::double precision
+	  FROM pgsandbox._queue_depth() q
+	UNION ALL
+	SELECT 'pgsandbox_pool_members',
+		   pg_catalog.jsonb_build_object('source', p.source,
+										 'schema_only', p.schema_only::text,
+										 'state', w.state),
+		   w.n::double precision
+	  FROM pgsandbox.snapshot_plan p
+	  CROSS JOIN LATERAL (
+			VALUES ('wanted', p.pool_size::bigint),
+				   ('ready', (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
+								JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
+							   WHERE s.kind = 'pool' AND s.status = 'ready'
+								 AND s.source = p.source AND s.schema_only = p.schema_only)))
+			w(state, n)
+	 WHERE p.pool_size > 0
+	UNION ALL
+	SELECT 'pgsandbox_snapshot_oldest_age_seconds', '{}'::jsonb,
+		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(s.data_as_of))
+	  FROM pgsandbox._current_snapshots() c JOIN pgsandbox.sandbox s ON s.id = c.id
+	HAVING pg_catalog.count(*) > 0
+	UNION ALL
+	SELECT 'pgsandbox_protected_sandboxes', '{}'::jsonb,
+		   pg_catalog.count(*) FILTER (WHERE l.protected_until > pg_catalog.now())::double precision
+	  FROM live l WHERE l.kind = 'sandbox'
+	UNION ALL
+	SELECT 'pgsandbox_read_only_sandboxes', '{}'::jsonb,
+		   pg_catalog.count(*) FILTER (WHERE l.read_only_at IS NOT NULL)::double precision
+	  FROM live l WHERE l.kind = 'sandbox'
+	UNION ALL
+	SELECT 'pgsandbox_budget_limit_bytes', pg_catalog.jsonb_build_object('scope', b.scope),
+		   pg_catalog.pg_size_bytes(COALESCE(pg_catalog.current_setting(b.setting, true),
+											 '0'))::double precision
+	  FROM budget b
+	UNION ALL
+	SELECT 'pgsandbox_budget_used_bytes', pg_catalog.jsonb_build_object('scope', b.scope),
+		   COALESCE(b.used, 0)::double precision
+	  FROM budget b
+	UNION ALL
+	-- 1 while the worker runs in this database, 0 when it is gone
+	SELECT 'pgsandbox_worker_up', '{}'::jsonb,
+		   (SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity a
+			 WHERE a.backend_type OPERATOR(pg_catalog.=) 'pgsandbox worker'
+			   AND a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())::double precision
+	UNION ALL
+	-- how long a scheduled snapshot's refresh is overdue: the time since the
+	-- run its schedule set after the current snapshot's data (after the
+	-- planned run, for a plan with no snapshot yet), 0 if none is due
+	SELECT 'pgsandbox_snapshot_overdue_seconds',
+		   pg_catalog.jsonb_build_object('source', p.source, 'schema_only', p.schema_only::text),
+		   GREATEST(0, COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+						COALESCE(pgsandbox._next_run(p.schedule, c.data_as_of), p.next_run_at)), 0))
+	  FROM pgsandbox.snapshot_plan p
+	  LEFT JOIN (SELECT s.source, s.schema_only, s.data_as_of
+				   FROM pgsandbox._current_snapshots() cs
+				   JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id) c
+		ON c.source OPERATOR(pg_catalog.=) p.source AND c.schema_only OPERATOR(pg_catalog.=) p.schema_only
+	 WHERE p.schedule IS NOT NULL
+	UNION ALL
+	-- the sandboxes' share of the server (0.12): their sessions and the
+	-- temporary files they wrote, the slots free and those reserved from
+	-- sandbox logins; what the caps refused is a counter
+	SELECT 'pgsandbox_sandbox_sessions', '{}'::jsonb,
+		   COALESCE(pg_catalog.sum(d.numbackends), 0)::double precision
+	  FROM pgsandbox.sandbox s
+	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
+	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	UNION ALL
+	SELECT 'pgsandbox_sandbox_temp_bytes', '{}'::jsonb,
+		   COALESCE(pg_catalog.sum(d.temp_bytes), 0)::double precision
+	  FROM pgsandbox.sandbox s
+	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
+	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	UNION ALL
+	SELECT 'pgsandbox_connection_slots_free', '{}'::jsonb,
+		   (pg_catalog.current_setting('max_connections')::integer OPERATOR(pg_catalog.-)
+			(SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity a
+			  WHERE a.backend_type OPERATOR(pg_catalog.=) 'client backend'))::double precision
+	UNION ALL
+	SELECT 'pgsandbox_connection_slots_reserved', '{}'::jsonb,
+		   COALESCE(pg_catalog.current_setting('pgsandbox.reserved_connections', true),
+					'0')::double precision;

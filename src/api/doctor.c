@@ -21,6 +21,7 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "pgsandbox.h"
+#include "postmaster/postmaster.h"
 #include "postmaster/bgworker_internals.h"
 #include "replication/logicallauncher.h"
 #include "sbx_conn.h"
@@ -122,6 +123,29 @@ sbx_check_source_login(SbxDoctor *d, const char *name, PGconn *conn)
 		sbx_doctor_row(d, check, true,
 					   psprintf("It logs in as \"%s\".", PQgetvalue(res, 0, 1)));
 	PQclear(res);
+}
+
+/*
+ * max_connections must hold the superusers' reserve, the slots kept from
+ * sandbox logins, and the clones running at once: each clone slot may
+ * hold a pg_dump and a reader on a source of this cluster, and a
+ * pg_restore and a COPY into the sandbox, none of which the reserve
+ * refuses.
+ */
+static void
+sbx_check_connections(SbxDoctor *d)
+{
+	int			clones = 4 * sbx_max_concurrent_clones;
+	int			server = sbx_server_reserved_slots_compat();
+	int			needed = server + sbx_reserved_connections + clones + 1;
+
+	sbx_doctor_row(d, "max_connections holds the reserved slots and the clones",
+				   MaxConnections >= needed,
+				   psprintf("max_connections is %d; %d are needed: %d reserved by the server (superuser_reserved_connections, and reserved_connections from PostgreSQL 16), "
+							"pgsandbox.reserved_connections = %d, %d for pgsandbox.max_concurrent_clones = %d "
+							"clones (a pg_dump, a reader, a pg_restore and a COPY each), and one for a sandbox.",
+							MaxConnections, needed, server, sbx_reserved_connections,
+							clones, sbx_max_concurrent_clones));
 }
 
 /* Every source's server must not be newer than pg_dump. */
@@ -463,6 +487,7 @@ pgsandbox_doctor(PG_FUNCTION_ARGS)
 							"take from the same pool.",
 							max_worker_processes, needed, sbx_max_concurrent_clones, launcher));
 
+	sbx_check_connections(&d);
 	sbx_check_programs(&d, &dump_major);
 	sbx_check_sources(&d, dump_major);
 	sbx_check_hba(&d);

@@ -451,6 +451,17 @@ pgsandbox_clone(PG_FUNCTION_ARGS)
 		? sbx_idle_timeout_seconds(PG_GETARG_INTERVAL_P(6)) : sbx_default_idle_timeout;
 	sbx_labels_text(PG_GETARG_JSONB_P(3), req.labels);
 
+	/* from 0.12, fewer sessions than pgsandbox.max_connections_per_sandbox */
+	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
+	{
+		req.connection_limit = PG_GETARG_INT32(8);
+		if (req.connection_limit < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("connection_limit must be at least 1"),
+					 errdetail("A sandbox without sessions would be of no use; leave it NULL for pgsandbox.max_connections_per_sandbox.")));
+	}
+
 	sbx_check_database();
 	if (source == NULL)
 	{

@@ -92,6 +92,13 @@ sbx_catalog_has_trust(void)
 	return sbx_catalog_has_column("source", "trusted_owners");
 }
 
+/* 0.12: a sandbox's cap of sessions (tenants.c) */
+bool
+sbx_catalog_has_tenants(void)
+{
+	return sbx_catalog_has_column("sandbox", "connection_limit");
+}
+
 const char *
 sbx_same_source_sql(void)
 {

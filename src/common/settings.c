@@ -343,6 +343,7 @@ sbx_define_settings(void)
 	sbx_define_limit_settings();
 	sbx_define_clone_settings();
 	sbx_define_copy_settings();
+	sbx_define_tenant_settings();
 }
 
 /*

@@ -6,11 +6,13 @@
  * The login check runs as a ClientAuthentication_hook, after pg_hba.conf
  * has let the connection in, so it holds whatever pg_hba.conf says: a
  * direct member of pgsandbox_sandbox connects to the database of its own
- * name or not at all, and its login is noted for idle expiry;
+ * name or not at all, within its sandbox's share of the server's
+ * sessions (tenant_limits.c), and its login is noted for idle expiry;
  * pgsandbox_reader connects anywhere but pgsandbox's own database.  A
  * ProcessUtility_hook keeps sandbox roles from granting themselves, or
  * anything, to other roles of that kind, from changing their database's
- * options, and from giving themselves settings in another database.
+ * options, from giving themselves settings in another database, and from
+ * preparing transactions past their share (tenant_limits.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -128,6 +130,12 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 
+	/* a sandbox's share of the prepared-transaction slots */
+	if (IsA(stmt, TransactionStmt) &&
+		((TransactionStmt *) stmt)->kind == TRANS_STMT_PREPARE &&
+		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
+		sbx_check_sandbox_prepare();
+
 	if (IsA(stmt, GrantRoleStmt) || IsA(stmt, GrantStmt) ||
 		IsA(stmt, AlterDefaultPrivilegesStmt) || IsA(stmt, CreatePolicyStmt) ||
 		IsA(stmt, AlterPolicyStmt))
@@ -224,6 +232,8 @@ sbx_client_auth(Port *port, int status)
 	if (port->database_name != NULL &&
 		strcmp(port->database_name, port->user_name) == 0)
 	{
+		/* its cap of sessions, and the slots left to others */
+		sbx_check_sandbox_login(role, port->user_name);
 		sbx_note_login(role);	/* for idle expiry (login_times.c) */
 		return;
 	}

@@ -2,8 +2,8 @@
  *
  * clone_jobs.c
  *	  What clone jobs share beyond their own entry: the clone slots a
- *	  parallel dump and restore takes, and the moments of a clone, told in
- *	  its 'ready' event.
+ *	  parallel dump and restore takes, the moments of a clone, told in its
+ *	  'ready' event, and which roles are filling a database right now.
  *
  * pgsandbox.max_concurrent_clones bounds the clone slots in use.  Each job
  * takes one as the lifecycle worker starts it, and a dump worth several jobs
@@ -50,6 +50,27 @@ sbx_release_clone_slots(int j, int64 sandbox_id)
 		sbx_shared->jobs[j].extra_slots = 0;
 	LWLockRelease(sbx_shared->lock);
 	sbx_queue_wake_worker();
+}
+
+/*
+ * Whether role 'name' fills a database for a clone job that has not
+ * reported yet: its sessions are pgsandbox's own (pg_restore, the masked
+ * rows' COPY), since no one else knows its password yet, and the login
+ * check lets them in whatever the sandbox's caps say.
+ */
+bool
+sbx_clone_under_way(const char *name)
+{
+	bool		found = false;
+
+	if (sbx_shared == NULL)
+		return false;
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	for (int j = 0; j < SBX_MAX_CLONE_JOBS && !found; j++)
+		found = sbx_shared->jobs[j].in_use && !sbx_shared->jobs[j].finished &&
+			strcmp(sbx_shared->jobs[j].name, name) == 0;
+	LWLockRelease(sbx_shared->lock);
+	return found;
 }
 
 /*

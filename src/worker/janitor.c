@@ -54,6 +54,9 @@ typedef struct SbxJanitorTarget
 	Oid			role;			/* the sandbox's role, or InvalidOid */
 	Oid			db;				/* the sandbox's database, or InvalidOid */
 	bool		drop_grants;	/* revoke what this database grants the role */
+	int			max_age;		/* if above 0: instead, roll back every
+								 * transaction prepared longer ago than this
+								 * many seconds (tenants.c) */
 } SbxJanitorTarget;
 
 /* the janitors the lifecycle worker has started and not yet seen stop */
@@ -161,11 +164,10 @@ sbx_janitor_running_for(Oid dboid)
  * already works there (what it leaves is found by the next attempt).
  * Does not wait.
  */
-bool
-sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grants)
+static bool
+sbx_janitor_launch(Oid dboid, const char *name, const SbxJanitorTarget *target)
 {
 	int			free_slot = -1;
-	SbxJanitorTarget target;
 
 	if (sbx_janitor_running_for(dboid))
 		return true;
@@ -174,14 +176,10 @@ sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grant
 		if (sbx_janitors[i].handle == NULL)
 			free_slot = i;
 	}
-	memset(&target, 0, sizeof(target));
-	target.role = role;
-	target.db = db;
-	target.drop_grants = drop_grants;
 	if (free_slot >= 0)
 		sbx_janitors[free_slot].handle =
 			sbx_start_dynamic_worker("sbx_janitor_main", "pgsandbox janitor", name,
-									 ObjectIdGetDatum(dboid), &target, sizeof(target));
+									 ObjectIdGetDatum(dboid), target, sizeof(*target));
 	if (free_slot < 0 || sbx_janitors[free_slot].handle == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -190,6 +188,33 @@ sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grant
 				 errhint("Raise max_worker_processes.")));
 	sbx_janitors[free_slot].dboid = dboid;
 	return true;
+}
+
+bool
+sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grants)
+{
+	SbxJanitorTarget target;
+
+	memset(&target, 0, sizeof(target));
+	target.role = role;
+	target.db = db;
+	target.drop_grants = drop_grants;
+	return sbx_janitor_launch(dboid, name, &target);
+}
+
+/*
+ * Start a janitor in sandbox 'name''s database dboid that rolls back every
+ * transaction prepared there longer ago than max_age seconds.  Does not
+ * wait.
+ */
+bool
+sbx_janitor_start_aged(Oid dboid, const char *name, int max_age)
+{
+	SbxJanitorTarget target;
+
+	memset(&target, 0, sizeof(target));
+	target.max_age = max_age;
+	return sbx_janitor_launch(dboid, name, &target);
 }
 
 /*
@@ -298,10 +323,22 @@ sbx_janitor_main(Datum main_arg)
 		args[1] = NULL;
 
 	sbx_xact_begin("pgsandbox: looking for what holds a sandbox");
-	sbx_spi(psprintf("SELECT h.id FROM (%s) h"
-					 " WHERE h.kind = 'prepared' AND h.dboid = %u",
-					 sbx_holders_sql(), MyDatabaseId),
-			SPI_OK_SELECT, 2, args);
+	if (target.max_age > 0)
+	{
+		char		age[32];
+		const char *ageargs[1] = {age};
+
+		snprintf(age, sizeof(age), "%d", target.max_age);
+		sbx_spi("SELECT gid FROM pg_catalog.pg_prepared_xacts"
+				" WHERE database = pg_catalog.current_database()"
+				"   AND prepared < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8)",
+				SPI_OK_SELECT, 1, ageargs);
+	}
+	else
+		sbx_spi(psprintf("SELECT h.id FROM (%s) h"
+						 " WHERE h.kind = 'prepared' AND h.dboid = %u",
+						 sbx_holders_sql(), MyDatabaseId),
+				SPI_OK_SELECT, 2, args);
 	gids = sbx_keep_column(1);
 
 	if (target.drop_grants && OidIsValid(target.role))

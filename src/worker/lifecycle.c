@@ -220,6 +220,16 @@ sbx_record_clone_extras(const SbxCloneSpec *spec, const SbxCloneJob *job, int64 
 				"  THEN pg_catalog.make_interval(secs => $2::float8) END"
 				" WHERE id = $1::bigint", SPI_OK_UPDATE, 3, useargs);
 	}
+	/* the cap of sessions a caller asked for, given to the role when ready */
+	if (sbx_catalog_has_tenants() && spec->connection_limit > 0)
+	{
+		char		limit[16];
+		const char *limargs[2] = {id, limit};
+
+		snprintf(limit, sizeof(limit), "%d", spec->connection_limit);
+		sbx_spi("UPDATE pgsandbox.sandbox SET connection_limit = $2::integer WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, limargs);
+	}
 	/* reduced by subset rules: a dump now, or a copy as its snapshot was */
 	sbx_record_reduced(job->sandbox_id, spec->snapshot ? spec->snapshot->id : 0,
 					   sbx_rules_reduce(job));
@@ -618,6 +628,15 @@ sbx_clone_ready(SbxCloneJob *job, const char *actor, double seconds)
 	else
 	{
 		const char *steps = sbx_describe_steps(job->steps);
+
+		/* its share of the server, given now that the restore is done */
+		if (job->kind == SBX_KIND_SANDBOX)
+		{
+			char	   *left_out = sbx_give_tenant_limits(job->sandbox_id);
+
+			if (left_out)
+				how = psprintf("%s; %s", how, left_out);
+		}
 
 		/* for run_sql and describe_schema, which log in as the role */
 		args[1] = job->password;

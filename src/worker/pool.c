@@ -49,6 +49,7 @@ sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 	char	   *size;
 	char	   *verifier;
 	char	   *data_as_of;
+	char	   *left_out;
 	bool		isnull;
 	TimestampTz started = GetCurrentTimestamp();
 	long		secs;
@@ -109,12 +110,25 @@ sbx_pool_handout(const SbxActor *by, const SbxRequest *req, SbxRequest *outcome)
 	outcome->expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 															SPI_tuptable->tupdesc, 1, &isnull));
 	data_as_of = sbx_spi_text(0, 2);
+
+	/* its share of the server, with the cap of sessions this caller asked */
+	if (sbx_catalog_has_tenants())
+	{
+		char		limit[16];
+
+		snprintf(limit, sizeof(limit), "%d", req->connection_limit);
+		args[1] = req->connection_limit > 0 ? limit : NULL;
+		sbx_spi("UPDATE pgsandbox.sandbox SET connection_limit = $2::integer WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, args);
+	}
+	left_out = sbx_give_tenant_limits(pg_strtoint64(id));
 	args[1] = outcome->password;
 	sbx_spi("INSERT INTO pgsandbox.sandbox_secret (sandbox_id, password)"
 			" VALUES ($1::bigint, $2)", SPI_OK_INSERT, 2, args);
 	sbx_log_event(name, "handout", by->name,
-				  psprintf("from the pool of source \"%s\", data as of %s",
-						   req->source, data_as_of));
+				  psprintf("from the pool of source \"%s\", data as of %s%s%s",
+						   req->source, data_as_of, left_out ? "; " : "",
+						   left_out ? left_out : ""));
 	strlcpy(outcome->result_name, name, sizeof(outcome->result_name));
 	TimestampDifference(started, GetCurrentTimestamp(), &secs, &usecs);
 	sbx_count_clone("pool", secs + usecs / 1000000.0);

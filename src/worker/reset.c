@@ -540,6 +540,8 @@ sbx_reset_swap(const SbxCloneJob *job, const char *actor, double seconds,
 		/* settings the role gave itself go too; it had none at the start */
 		sbx_run_utility(psprintf("ALTER ROLE %s RESET ALL", quote_identifier(job->reset_of)),
 						NULL);
+		/* but what pgsandbox gives every sandbox role, as now set */
+		(void) sbx_give_tenant_limits(job->sandbox_id);
 	}
 	PG_CATCH();
 	{

@@ -1023,6 +1023,7 @@ sbx_serve_clone(int j, int slot, const SbxRequest *req)
 	spec.snapshot = have_snapshot ? &snapshot : NULL;
 	spec.statistics = req->statistics;
 	spec.idle_secs = req->idle_secs;
+	spec.connection_limit = req->connection_limit;
 	spec.source_bytes = req->source_bytes;
 	spec.source_plain = req->source_plain;
 	spec.source_share = req->source_share;
@@ -1493,12 +1494,22 @@ sbx_measure_step(void)
 	return false;
 }
 
+/* End what holds the server's horizon back (tenants.c). */
+static bool
+sbx_tenants_step(void)
+{
+	if (sbx_catalog_current)
+		sbx_tenants_check();
+	return false;
+}
+
 static SbxTimer sbx_timers[] = {
 	{sbx_reap_interval, sbx_reap_step, 0, false},
 	{sbx_reconcile_interval, sbx_reconcile_step, 0, false},
 	{sbx_upkeep_interval, sbx_upkeep_step, 0, false},
 	{sbx_usage_interval, sbx_usage_step, 0, false},
 	{sbx_measure_interval, sbx_measure_step, 0, false},
+	{sbx_tenants_interval, sbx_tenants_step, 0, false},
 };
 #define SBX_TIMER_RECONCILE 1
 
