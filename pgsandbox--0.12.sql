@@ -183,7 +183,8 @@ CREATE TABLE pgsandbox.event (
 				CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
 								  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
 								  'handout', 'pool_fill', 'protect', 'unprotect',
-								  'read_only', 'reset', 'reset_failed', 'save', 'blocked')),
+								  'read_only', 'reset', 'reset_failed', 'save', 'blocked',
+								  'refused', 'session_ended', 'prepared_rolled_back')),
 	actor		text NOT NULL,
 	detail		text
 );
@@ -282,7 +283,7 @@ CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 		   s.read_only_at, s.reduced,
 		   -- its share of the server: the sessions it may have and has,
 		   -- and the temporary files it wrote since the statistics began
-		   pg_catalog.LEAST(s.connection_limit,
+		   LEAST(s.connection_limit,
 							NULLIF(COALESCE(pg_catalog.current_setting('pgsandbox.max_connections_per_sandbox', true),
 											'-1')::integer, -1)) AS connection_limit,
 		   d.numbackends AS sessions, d.temp_bytes

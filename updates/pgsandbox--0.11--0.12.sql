@@ -47,8 +47,16 @@ REVOKE ALL ON FUNCTION pgsandbox.trust_owners(text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsandbox.trust_owners(text, text[]) TO pgsandbox_admin;
 
 -- A sandbox's share of the server (tenants.c, tenant_limits.c): the cap of
--- sessions a clone asks for.
+-- sessions a clone asks for, and the events of what its caps refused and
+-- of what the worker ended.
 ALTER TABLE pgsandbox.sandbox ADD COLUMN connection_limit integer;
+ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
+ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check
+	CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
+					  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
+					  'handout', 'pool_fill', 'protect', 'unprotect',
+					  'read_only', 'reset', 'reset_failed', 'save', 'blocked',
+					  'refused', 'session_ended', 'prepared_rolled_back'));
 
 -- What the servers said of a failed clone is for admins: others read the
 -- step that failed, the first line.  A sandbox's cap, sessions and
@@ -66,7 +74,7 @@ CREATE OR REPLACE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 		   s.read_only_at, s.reduced,
 		   -- its share of the server: the sessions it may have and has,
 		   -- and the temporary files it wrote since the statistics began
-		   pg_catalog.LEAST(s.connection_limit,
+		   LEAST(s.connection_limit,
 							NULLIF(COALESCE(pg_catalog.current_setting('pgsandbox.max_connections_per_sandbox', true),
 											'-1')::integer, -1)) AS connection_limit,
 		   d.numbackends AS sessions, d.temp_bytes

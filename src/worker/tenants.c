@@ -152,22 +152,39 @@ sbx_end_old_transactions(void)
 {
 	char		age[32];
 	const char *args[1] = {age};
+	uint64		n;
 
 	if (sbx_max_transaction_age <= 0)
 		return;
 	snprintf(age, sizeof(age), "%d", sbx_max_transaction_age);
 	sbx_xact_begin("pgsandbox: ending old transactions of sandboxes");
-	sbx_spi("WITH old AS ("
-			"  SELECT a.pid, s.name, a.xact_start FROM pg_catalog.pg_stat_activity a"
-			"    JOIN pgsandbox.sandbox s ON s.db_oid = a.datid AND s.role_oid = a.usesysid"
-			"   WHERE s.status = 'ready' AND a.backend_type = 'client backend'"
-			"     AND a.xact_start < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8))"
-			" INSERT INTO pgsandbox.event (sandbox, action, actor, detail)"
-			" SELECT o.name, 'session_ended', '" SBX_WORKER_ACTOR "',"
-			"        pg_catalog.format('session %s ended: its transaction was open since %s,"
-			" longer than pgsandbox.max_transaction_age (%s s)', o.pid, o.xact_start, $1)"
-			"   FROM old o WHERE pg_catalog.pg_terminate_backend(o.pid)",
-			SPI_OK_INSERT, 1, args);
+	sbx_spi("SELECT a.pid, s.name, a.xact_start FROM pg_catalog.pg_stat_activity a"
+			"  JOIN pgsandbox.sandbox s ON s.db_oid = a.datid AND s.role_oid = a.usesysid"
+			" WHERE s.status = 'ready' AND a.backend_type = 'client backend'"
+			"   AND a.xact_start < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8)",
+			SPI_OK_SELECT, 1, args);
+	n = SPI_processed;
+	if (n > 0)
+	{
+		SPITupleTable *old = SPI_tuptable;
+
+		/* one at a time, each found above, and each with its event */
+		for (uint64 i = 0; i < n; i++)
+		{
+			const char *row[4];
+
+			row[0] = SPI_getvalue(old->vals[i], old->tupdesc, 1);
+			row[1] = SPI_getvalue(old->vals[i], old->tupdesc, 2);
+			row[2] = SPI_getvalue(old->vals[i], old->tupdesc, 3);
+			row[3] = age;
+			sbx_spi("INSERT INTO pgsandbox.event (sandbox, action, actor, detail)"
+					" SELECT $2, 'session_ended', '" SBX_WORKER_ACTOR "',"
+					"        pg_catalog.format('session %s ended: its transaction was open since %s,"
+					" longer than pgsandbox.max_transaction_age (%s s)', $1, $3, $4)"
+					"  WHERE pg_catalog.pg_terminate_backend($1::integer)",
+					SPI_OK_INSERT, 4, row);
+		}
+	}
 	sbx_xact_commit();
 }
 
@@ -205,8 +222,9 @@ sbx_roll_back_old_prepared(void)
 			" SELECT DISTINCT name, db_oid FROM old",
 			SPI_OK_SELECT, 1, args);
 	n = SPI_processed;
-	dbs = palloc(sizeof(Oid) * Max(n, 1));
-	names = palloc(sizeof(char *) * Max(n, 1));
+	/* out of the transaction's memory, which its commit frees */
+	dbs = MemoryContextAlloc(sbx_outer_cxt, sizeof(Oid) * Max(n, 1));
+	names = MemoryContextAlloc(sbx_outer_cxt, sizeof(char *) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -223,6 +241,14 @@ sbx_roll_back_old_prepared(void)
 static void
 sbx_tenants_check_step(void *arg)
 {
+	bool		current;
+
+	/* the catalog is read in a transaction: before 0.12, nothing to do */
+	StartTransactionCommand();
+	current = sbx_catalog_has_tenants();
+	CommitTransactionCommand();
+	if (!current)
+		return;
 	sbx_end_old_transactions();
 	sbx_roll_back_old_prepared();
 }
@@ -231,8 +257,6 @@ sbx_tenants_check_step(void *arg)
 void
 sbx_tenants_check(void)
 {
-	if (!sbx_catalog_has_tenants())
-		return;
 	(void) sbx_try_or_warn(sbx_tenants_check_step, NULL,
 						   "could not end the old transactions of sandboxes");
 }
