@@ -55,6 +55,24 @@ SELECT pgsandbox.protect('sbx_typo0000', now() + interval '8 days');
 SELECT pgsandbox.unprotect('sbx_typo0000');
 SELECT pgsandbox.unprotect(NULL);
 
+-- a sandbox's cap of sessions
+SELECT * FROM pgsandbox.clone('app', connection_limit => 0);
+SELECT * FROM pgsandbox.clone('app', connection_limit => -5);
+
+-- trusted owners
+SELECT pgsandbox.trust_owners(NULL, '{}');
+SELECT pgsandbox.trust_owners('app', NULL);
+SELECT pgsandbox.trust_owners('nosuchsource', '{}');
+SELECT pgsandbox.trust_owners('app', '{NULL}');
+SELECT pgsandbox.trust_owners('app', '{""}');
+SELECT pgsandbox.trust_owners('app', ARRAY[repeat('r', 64)]);
+SELECT pgsandbox.trust_owners('app', '{{a,b},{c,d}}');
+SELECT pgsandbox.trust_owners('app', (SELECT array_agg('role' || g) FROM generate_series(1, 200) g));
+SELECT pgsandbox.trust_owners('app', ARRAY['app_owner', 'Odd "Name', 'back\slash']);
+SELECT trusted_owners FROM pgsandbox.sources WHERE name = 'app';
+SELECT pgsandbox.trust_owners('app', '{}');
+SELECT trusted_owners FROM pgsandbox.sources WHERE name = 'app';
+
 -- gc
 SELECT * FROM pgsandbox.gc(NULL);
 SELECT * FROM pgsandbox.gc(dry_run => true);
