@@ -154,7 +154,10 @@ CREATE TABLE pgsandbox.sandbox (
 	reduced		boolean NOT NULL DEFAULT false,
 	-- the cap of sessions its clone asked for, below
 	-- pgsandbox.max_connections_per_sandbox; NULL for the setting's
-	connection_limit integer
+	connection_limit integer,
+	-- what its database held when it was made, "<objects>:<md5 of their
+	-- names>": a copy of it must hold the same
+	objects_digest text
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';

@@ -36,6 +36,7 @@
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_TRUSTED_MAX			1024	/* a source's trusted owners, as text[] */
+#define SBX_DIGEST_MAX			64		/* "<objects>:<md5>" of a database */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
 #define SBX_NAME_PREFIX			"sbx_"
 #define SBX_RESET_SUFFIX		"_reset"	/* a reset's new database */
@@ -127,6 +128,7 @@ extern bool sbx_catalog_has_dropping(void);
 extern bool sbx_catalog_has_reduced(void);
 extern bool sbx_catalog_has_trust(void);
 extern bool sbx_catalog_has_tenants(void);
+extern bool sbx_catalog_has_digests(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);

@@ -20,7 +20,7 @@ extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);
 
 /* which archive entries the sandbox role restores (restore_list.c) */
 struct SbxMasking;
-extern void sbx_filter_restore_list(const char *from, const char *to,
+extern void sbx_filter_restore_list(const char *listing, const char *to,
 									const SbxSourceInfo *info,
 									const struct SbxMasking *masking,
 									StringInfo left_out);
@@ -35,5 +35,13 @@ extern void sbx_apply_database_settings(const char *dbname, const char *rolename
 /* restoring configuration tables' rows as superuser (config_data.c) */
 extern void sbx_copy_config_data(PGconn *conn, const char *source,
 								 const char *trusted_owners, List *config_rels);
+
+/* what a clone must hold before it is served (verify.c) */
+extern void sbx_verify_restore(PGconn *reader, const char *source, const char *sandbox);
+extern void sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
+									const char *list);
+extern char *sbx_inventory_digest(void);
+extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
+							const char *of);
 
 #endif							/* SBX_CLONE_H */

@@ -202,6 +202,10 @@ typedef struct SbxCloneJob
 											 * its event */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
+	char		objects_digest[SBX_DIGEST_MAX]; /* what it holds, counted and
+												 * hashed (verify.c) */
+	char		expected_digest[SBX_DIGEST_MAX];	/* a copy: what its
+													 * template holds */
 
 	/*
 	 * The moments of the clone (SbxStep), and the clone slots it takes

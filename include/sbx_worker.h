@@ -224,6 +224,9 @@ extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
 extern bool sbx_budget_allows(int64 expected);
 extern void sbx_measure_sizes(void);
 
+/* what a finished clone holds, for the catalog (lifecycle.c) */
+extern void sbx_record_clone_digest(void *job);
+
 /* a sandbox's share of the server (tenants.c) */
 extern char *sbx_give_tenant_limits(int64 id);
 extern void sbx_tenants_check(void);

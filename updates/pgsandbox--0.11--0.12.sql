@@ -50,6 +50,9 @@ GRANT EXECUTE ON FUNCTION pgsandbox.trust_owners(text, text[]) TO pgsandbox_admi
 -- sessions a clone asks for, and the events of what its caps refused and
 -- of what the worker ended.
 ALTER TABLE pgsandbox.sandbox ADD COLUMN connection_limit integer;
+-- What a database held when it was made, which its copies are checked
+-- against (verify.c).
+ALTER TABLE pgsandbox.sandbox ADD COLUMN objects_digest text;
 ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
 ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check
 	CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',

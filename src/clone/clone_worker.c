@@ -95,9 +95,14 @@ static const char *sbx_restore_hint = NULL;
 
 /* pg_dump's and pg_restore's jobs: 1 streams, more go through a directory */
 static int	sbx_jobs = 1;
+/* the most pg_restore --list may print: a table of contents of 256 MB */
+#define SBX_TOC_MAX		(256 * 1024 * 1024)
+
+/* the snapshot a plain dump reads, exported by the reader (sbx_open_reader) */
+static char *sbx_dump_snapshot = NULL;
 
 static SbxSourceInfo *sbx_fill_after_catalog(char **dump_env, char **restore_env,
-											 bool masked);
+											 bool masked, PGconn *snapshot_reader);
 
 static void
 sbx_step(SbxStep step)
@@ -326,13 +331,17 @@ sbx_dump_argv(const char *archive, const char *section, List *extra)
 	ListCell   *lc;
 
 	args[n++] = sbx_program("pg_dump");
-	if (sbx_jobs > 1)
+	/* an archive is a directory, one file for each table's rows */
+	if (archive)
 	{
 		args[n++] = "--format=directory";
-		args[n++] = psprintf("--jobs=%d", sbx_jobs);
+		if (sbx_jobs > 1)
+			args[n++] = psprintf("--jobs=%d", sbx_jobs);
 	}
 	else
 		args[n++] = "--format=custom";
+	if (sbx_dump_snapshot)
+		args[n++] = psprintf("--snapshot=%s", sbx_dump_snapshot);
 	/* read once, on this host: compressing it only costs (the setting) */
 	args[n++] = psprintf("--compress=%s", sbx_dump_compression);
 	args[n++] = "--no-owner";
@@ -497,13 +506,12 @@ sbx_copy_masked_rows(SbxMasking *masking)
  */
 static void
 sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *info,
-					SbxMasking *masking)
+					SbxMasking *masking, PGconn *reader)
 {
 	char		parent[MAXPGPATH];
 	char	   *archive;
-	char	   *toc;
+	char	   *listing;
 	char	   *list;
-	int			fd;
 
 	snprintf(parent, sizeof(parent), "%s/%s", DataDir, SBX_TMP_DIR);
 	if (mkdir(parent, S_IRWXU) < 0 && errno != EEXIST)
@@ -521,9 +529,8 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 				(errcode_for_file_access(),
 				 errmsg("could not create directory \"%s/%s\": %m", parent, sbx_job.dbname)));
 	}
-	/* several jobs write a directory, which pg_dump makes */
-	archive = psprintf(sbx_jobs > 1 ? "%s/archive" : "%s/archive.dump", sbx_archive_dir);
-	toc = psprintf("%s/archive.toc", sbx_archive_dir);
+	/* a directory, which pg_dump makes */
+	archive = psprintf("%s/archive", sbx_archive_dir);
 	list = psprintf("%s/restore.toc", sbx_archive_dir);
 
 	sbx_phase(SBX_PHASE_DUMPING, -1);
@@ -541,22 +548,28 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	sbx_nchildren = 0;
 	sbx_step(SBX_STEP_DUMPED);
 
-	fd = open(toc, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, S_IRUSR | S_IWUSR);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", toc)));
+	/*
+	 * The table of contents is read through a pipe, not left to a file
+	 * pg_restore writes: a listing it could not write whole (a full disk)
+	 * would otherwise restore nothing, with success.
+	 */
 	{
 		const char *args[] = {sbx_program("pg_restore"), "--list", archive, NULL};
 
-		sbx_run_child("pg_restore", sbx_argv(args), restore_env, fd,
-					  "could not list the contents of the source's archive");
+		listing = sbx_child_output("pg_restore", sbx_argv(args), restore_env, SBX_TOC_MAX);
+		if (listing == NULL || strlen(listing) >= SBX_TOC_MAX ||
+			strstr(listing, "TOC Entries:") == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("could not list the contents of the source's archive"),
+					 errdetail(listing == NULL ? "pg_restore --list failed."
+							   : "pg_restore --list printed no table of contents, or one too long.")));
 	}
 	{
 		StringInfoData left_out;
 
 		initStringInfo(&left_out);
-		sbx_filter_restore_list(toc, list, info, masking, &left_out);
+		sbx_filter_restore_list(listing, list, info, masking, &left_out);
 		if (left_out.len > 0)
 			sbx_note("left out, as only a superuser may own them: %s", left_out.data);
 	}
@@ -575,6 +588,9 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 					  restore_env, -1,
 					  psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 	}
+	/* every table whose file holds rows received some (verify.c) */
+	if (!sbx_job.schema_only)
+		sbx_verify_archive_rows(reader, sbx_job.source, archive, list);
 
 	(void) rmtree(sbx_archive_dir, true);
 	sbx_archive_dir[0] = '\0';
@@ -623,15 +639,15 @@ sbx_restore_config_data(const SbxSourceInfo *info)
 /*
  * Dump the source into the sandbox; with masking, through an archive
  * checked first, section by section, the masked rows copied between data
- * and post-data.
+ * and post-data.  'reader' reads the source in pg_dump's snapshot.
  */
 static void
 sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *info,
-					 SbxMasking *masking)
+					 SbxMasking *masking, PGconn *reader)
 {
 	if (sbx_jobs > 1 || info->extensions != NIL || info->event_triggers != NIL ||
 		masking != NULL)
-		sbx_through_archive(dump_env, restore_env, info, masking);
+		sbx_through_archive(dump_env, restore_env, info, masking, reader);
 	else
 	{
 		sbx_phase(SBX_PHASE_RESTORING, -1);
@@ -650,7 +666,7 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
  * the clone fails and may be tried again.
  */
 static SbxSourceInfo *
-sbx_stream_first(char **dump_env, char **restore_env)
+sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 {
 	SbxSourceInfo *info;
 
@@ -658,7 +674,7 @@ sbx_stream_first(char **dump_env, char **restore_env)
 	sbx_job.data_as_of = GetCurrentTimestamp();
 	sbx_stream_start(dump_env, restore_env);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
-	info = sbx_source_read();
+	info = sbx_read_source_info(reader, sbx_job.source);
 	sbx_check_locale(&info->locale);
 	sbx_step(SBX_STEP_SOURCE_READ);
 	if (info->extensions != NIL || info->event_triggers != NIL)
@@ -728,6 +744,56 @@ sbx_hand_over(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
+/*
+ * What the database this worker filled holds, counted and hashed, for the
+ * catalog: a copy of it is checked against it (verify.c).
+ */
+static void
+sbx_record_digest(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	strlcpy(sbx_job.objects_digest, sbx_inventory_digest(), sizeof(sbx_job.objects_digest));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * The reader of a dump that is not masked: a connection to the source in a
+ * repeatable-read transaction whose snapshot pg_dump dumps (--snapshot), so
+ * that the source's catalog read here, and the inventory the sandbox is
+ * checked against (verify.c), are what pg_dump saw.  (A masked dump has the
+ * masking reader, masking.c.)
+ */
+static PGconn *
+sbx_open_reader(void)
+{
+	PGconn	   *reader = sbx_source_open(sbx_job.source, sbx_job.conninfo,
+										 sbx_job.require_password);
+
+	PG_TRY();
+	{
+		PGresult   *res;
+		const char *what = psprintf("could not read source \"%s\"", sbx_job.source);
+
+		sbx_source_read_begin(reader, what);
+		res = sbx_remote_exec(reader, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
+							  PGRES_TUPLES_OK, what);
+		sbx_dump_snapshot = MemoryContextStrdup(TopMemoryContext, PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	PG_CATCH();
+	{
+		libpqsrv_disconnect(reader);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return reader;
+}
+
 static void
 sbx_fill_sandbox(void)
 {
@@ -735,15 +801,30 @@ sbx_fill_sandbox(void)
 	char	  **dump_env;
 	char	  **restore_env;
 	bool		masked = sbx_job.masked && !sbx_job.schema_only;
+	PGconn	   *volatile reader = NULL;
 
 	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
 									 NULL, NULL, NULL);
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.dbname);
-	if (sbx_job.stream_early && !masked && sbx_job.extra_slots == 0)
-		info = sbx_stream_first(dump_env, restore_env);
-	else
-		info = sbx_fill_after_catalog(dump_env, restore_env, masked);
+	if (!masked)
+		reader = sbx_open_reader();
+	PG_TRY();
+	{
+		if (sbx_job.stream_early && !masked && sbx_job.extra_slots == 0)
+			info = sbx_stream_first(dump_env, restore_env, reader);
+		else
+			info = sbx_fill_after_catalog(dump_env, restore_env, masked, reader);
+		/* everything the source holds, by name (verify.c) */
+		if (reader)
+			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
+	}
+	PG_FINALLY();
+	{
+		if (reader)
+			libpqsrv_disconnect(reader);
+	}
+	PG_END_TRY();
 	sbx_restore_hint = NULL;
 	sbx_phase(SBX_PHASE_FINISHING, -1);
 	sbx_restore_config_data(info);
@@ -752,6 +833,7 @@ sbx_fill_sandbox(void)
 		sbx_hand_over();
 	if (sbx_jobs > 1)
 		sbx_note("dumped and restored with %d jobs", sbx_jobs);
+	sbx_record_digest();
 	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -761,13 +843,14 @@ sbx_fill_sandbox(void)
  * it: the way of every clone that sbx_stream_first does not take.
  */
 static SbxSourceInfo *
-sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked)
+sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
+					   PGconn *snapshot_reader)
 {
 	SbxSourceInfo *info;
 	PGconn	   *volatile reader = NULL;
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
-	info = sbx_source_read();
+	info = masked ? sbx_source_read() : sbx_read_source_info(snapshot_reader, sbx_job.source);
 	sbx_check_locale(&info->locale);
 	sbx_phase(SBX_PHASE_EXTENSIONS, info->size_bytes);
 	if (info->extensions != NIL)
@@ -780,7 +863,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked)
 		sbx_jobs = sbx_choose_jobs(info, false);
 		/* pg_dump takes its snapshot of the source as it starts */
 		sbx_job.data_as_of = GetCurrentTimestamp();
-		sbx_dump_and_restore(dump_env, restore_env, info, NULL);
+		sbx_dump_and_restore(dump_env, restore_env, info, NULL, snapshot_reader);
 		if (sbx_job.statistics)
 			sbx_note("with the planner's statistics of the source");
 	}
@@ -803,8 +886,10 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked)
 			masking = sbx_masking_begin(reader, sbx_job.source, sbx_job.trusted_owners,
 										masks, patterns, subsets,
 										sbx_job.rules_encoding);
-			sbx_dump_and_restore(dump_env, restore_env, info, masking);
+			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);
 			sbx_note("%s", sbx_masking_summary(masking));
+			/* everything but the rows, in the reader's snapshot (verify.c) */
+			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
 		}
 		PG_FINALLY();
 		{
@@ -813,6 +898,39 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked)
 		PG_END_TRY();
 	}
 	return info;
+}
+
+/*
+ * In the first half of a copy, connected to pgsandbox's database: what the
+ * snapshot or save copied recorded it holds, for the second half to check
+ * the copy against.
+ */
+static void
+sbx_read_expected_digest(void)
+{
+	char		id[32];
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(sbx_job.snapshot_id)};
+
+	sbx_job.expected_digest[0] = '\0';
+	/* a save copies a live sandbox, which changed since it was recorded */
+	if (sbx_job.kind == SBX_KIND_SAVE || !sbx_catalog_has_digests())
+		return;
+	snprintf(id, sizeof(id), INT64_FORMAT, sbx_job.snapshot_id);
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute_with_args("SELECT objects_digest FROM pgsandbox.sandbox WHERE id = $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the inventory of snapshot %s", id);
+	if (SPI_processed == 1)
+	{
+		char	   *digest = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (digest)
+			strlcpy(sbx_job.expected_digest, digest, sizeof(sbx_job.expected_digest));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
 }
 
 /*
@@ -830,6 +948,7 @@ sbx_copy_snapshot(void)
 	/* it reads the catalog; a setting it makes outlives the transaction */
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	sbx_read_expected_digest();
 	strategy = sbx_choose_copy_method(sbx_job.snapshot_dboid, sbx_job.copy_how,
 									  sizeof(sbx_job.copy_how));
 	CommitTransactionCommand();
@@ -890,6 +1009,10 @@ sbx_adopt_copy(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	sbx_apply_settings(settings);
+	/* it holds what its snapshot or save recorded (verify.c) */
+	sbx_record_digest();
+	sbx_verify_copy(sbx_job.expected_digest, sbx_job.objects_digest, sbx_job.name,
+					sbx_job.snapshot_name);
 	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -907,6 +1030,8 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		job->ok = ok;
 		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
 		strlcpy(job->copy_how, sbx_job.copy_how, sizeof(job->copy_how));
+		strlcpy(job->objects_digest, sbx_job.objects_digest, sizeof(job->objects_digest));
+		strlcpy(job->expected_digest, sbx_job.expected_digest, sizeof(job->expected_digest));
 		job->data_as_of = sbx_job.data_as_of;
 		memcpy(job->steps, sbx_job.steps, sizeof(job->steps));
 		job->sqlerrcode = sqlerrcode;

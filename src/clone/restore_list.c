@@ -194,36 +194,34 @@ sbx_entry_skipped(const SbxTocLine *entry, const SbxSourceInfo *info,
 }
 
 /*
- * Copy the pg_restore list in file 'from' to 'to', leaving out the entries
- * the sandbox role does not restore.  What is left out for good is named in
- * left_out, separated by ", ".
+ * Write the pg_restore list 'listing' (what pg_restore --list printed) to
+ * file 'to', leaving out the entries the sandbox role does not restore.
+ * What is left out for good is named in left_out, separated by ", ".
  */
 void
-sbx_filter_restore_list(const char *from, const char *to,
+sbx_filter_restore_list(const char *listing, const char *to,
 						const SbxSourceInfo *info, const SbxMasking *masking,
 						StringInfo left_out)
 {
-	FILE	   *in;
 	FILE	   *out;
-	char		line[8192];
+	const char *p = listing;
 
-	in = AllocateFile(from, "r");
-	if (in == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", from)));
 	out = AllocateFile(to, "w");
 	if (out == NULL)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", to)));
-	while (fgets(line, sizeof(line), in) != NULL)
+	while (*p)
 	{
+		size_t		len = strcspn(p, "\n");
+		char	   *line = pnstrdup(p, len + (p[len] == '\n'));
 		SbxTocLine	entry;
 
+		p += len + (p[len] == '\n');
 		if (!sbx_parse_toc_line(line, &entry))
 		{
 			fputs(line, out);
+			pfree(line);
 			continue;
 		}
 		if (masking != NULL && strncmp(entry.rest, "TABLE DATA ", 11) == 0)
@@ -237,15 +235,12 @@ sbx_filter_restore_list(const char *from, const char *to,
 								rules),
 						 errdetail("pg_dump was told to leave them out; no row was restored.")));
 		}
-		if (sbx_entry_skipped(&entry, info, left_out))
-			continue;
-		fputs(line, out);
+		if (!sbx_entry_skipped(&entry, info, left_out))
+			fputs(line, out);
+		pfree(line);
 	}
-	if (ferror(in) || FreeFile(in) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": %m", from)));
-	if (FreeFile(out) != 0)
+	/* a short write anywhere fails the step */
+	if (ferror(out) || FreeFile(out) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", to)));

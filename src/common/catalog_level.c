@@ -99,6 +99,13 @@ sbx_catalog_has_tenants(void)
 	return sbx_catalog_has_column("sandbox", "connection_limit");
 }
 
+/* 0.12: what each database holds, counted and hashed (verify.c) */
+bool
+sbx_catalog_has_digests(void)
+{
+	return sbx_catalog_has_column("sandbox", "objects_digest");
+}
+
 const char *
 sbx_same_source_sql(void)
 {

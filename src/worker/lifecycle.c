@@ -703,6 +703,27 @@ sbx_clone_fail(int64 sandbox_id, const char *reason, const char *action,
 }
 
 /*
+ * Record what a finished clone holds, counted and hashed by its clone
+ * worker, in its row (a reset's: the sandbox's).
+ */
+void
+sbx_record_clone_digest(void *arg)
+{
+	const SbxCloneJob *job = arg;
+	char		id[32];
+	const char *args[2] = {id, job->objects_digest};
+
+	if (job->objects_digest[0] == '\0')
+		return;
+	snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+	sbx_xact_begin("pgsandbox: recording what a clone holds");
+	if (sbx_catalog_has_digests())
+		sbx_spi("UPDATE pgsandbox.sandbox SET objects_digest = $2 WHERE id = $1::bigint",
+				SPI_OK_UPDATE, 2, args);
+	sbx_xact_commit();
+}
+
+/*
  * Set a live sandbox's expiry to now() + ttl_secs; returns the new expiry.
  */
 TimestampTz

@@ -517,6 +517,9 @@ sbx_clone_succeeded(int j, SbxCloneJob *job, double secs)
 	MemoryContext cxt = CurrentMemoryContext;
 	SbxRequest	outcome;
 
+	/* what it holds, which its copies are checked against (verify.c) */
+	(void) sbx_try_or_warn(sbx_record_clone_digest, job,
+						   "could not record what a clone holds");
 	if (job->reset)
 	{
 		sbx_reset_succeeded(j, job, secs);
