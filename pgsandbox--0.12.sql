@@ -157,7 +157,10 @@ CREATE TABLE pgsandbox.sandbox (
 	connection_limit integer,
 	-- what its database held when it was made, "<objects>:<md5 of their
 	-- names>": a copy of it must hold the same
-	objects_digest text
+	objects_digest text,
+	-- the OID its database is made with, recorded before it is made: what a
+	-- crash leaves of it is known to be pgsandbox's, and removed
+	planned_db_oid oid
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';

@@ -132,7 +132,7 @@ trap 'exit 143' TERM
 # A session fed through a FIFO, for the steps that need one connection kept
 # open between commands: session_open NAME PSQL_ARGS..., then session_run
 # NAME SQL prints what SQL printed (stdout and stderr) once it is done.
-declare -A sess_fd sess_pid sess_n
+declare -A sess_fd sess_pid
 session_open() {
 	local name=$1 fifo=$tmp/session-$1.in fd
 	shift
@@ -143,13 +143,12 @@ session_open() {
 	sess_pid[$name]=$bg_pid
 	exec {fd}>"$fifo"
 	sess_fd[$name]=$fd
-	sess_n[$name]=0
 }
 session_run() {
 	local name=$1 sql=$2 timeout=${3:-1200} mark start file=$tmp/session-$1.out i
 	kill -0 "${sess_pid[$name]}" 2>/dev/null || { echo "(session $name has ended)"; return 1; }
-	sess_n[$name]=$((sess_n[$name] + 1))
-	mark="@@$name-${sess_n[$name]}@@"
+	# unique without a counter: session_run often runs in a $(...) subshell
+	mark="@@$name-$(date +%s%N)-$RANDOM@@"
 	start=$(wc -l <"$file")
 	printf '%s\n\\echo %s\n' "$sql" "$mark" >&"${sess_fd[$name]}"
 	for ((i = 0; i < timeout * 10; i++)); do
@@ -443,7 +442,8 @@ declare -A hwm0 hwm1 xtime hashline tempw herr
 for wm in default 4GB; do
 	session_open "mem$wm" "$mci"
 	pid=$(session_run "mem$wm" "SELECT pg_backend_pid();")
-	session_run "mem$wm" "SET max_parallel_workers_per_gather = 0;" >/dev/null
+	# one process; and a hash join, where the planner would sort both sides
+	session_run "mem$wm" "SET max_parallel_workers_per_gather = 0; SET enable_mergejoin = off;" >/dev/null
 	[ $wm = default ] || session_run "mem$wm" "SET work_mem = '$wm';" >/dev/null
 	hwm0[$wm]=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
 	res=$(session_run "mem$wm" "$hash_sql")
@@ -452,6 +452,7 @@ for wm in default 4GB; do
 	hashline[$wm]=$(printf '%s\n' "$res" | grep -m1 'Buckets:' | sed 's/^ *//' || true)
 	tempw[$wm]=$(printf '%s\n' "$res" | grep -o 'temp read=[0-9]* written=[0-9]*' | head -n 1 || true)
 	herr[$wm]=$(printf '%s\n' "$res" | grep -m1 'ERROR' || true)
+	printf '%s\n' "$res" >"$OUTDIR/tenants-plan-$wm.txt"
 	session_close "mem$wm"
 	say "  work_mem $(q "SELECT CASE WHEN '$wm' = 'default' THEN current_setting('work_mem') || ' (default)' ELSE '$wm' END"), temp_file_limit $(q "SELECT rolconfig::text FROM pg_roles WHERE rolname = '$mname'"):"
 	if [ -n "${herr[$wm]}" ]; then
@@ -526,7 +527,8 @@ BEGIN
 END
 \$\$;")
 fill_secs=$(since "$t0")
-fill_line=$(printf '%s\n' "$fill" | grep -m1 'FILL tables=' | sed 's/^.*FILL //') || die "the holding transaction did not fill the lock table: $fill"
+fill_line=$(printf '%s\n' "$fill" | grep -m1 'FILL tables=' | sed 's/^.*FILL //') ||
+	die "the holding transaction did not fill the lock table: $(tail -n 20 "$tmp/session-holder.out")"
 held_tables=$(printf '%s\n' "$fill_line" | sed -n 's/^tables=\([0-9]*\) .*/\1/p')
 held_advisory=$(printf '%s\n' "$fill_line" | sed -n 's/^.* advisory=\([0-9]*\) .*/\1/p')
 fill_error=$(printf '%s\n' "$fill_line" | sed -n 's/^.* error=\(.*\) hint=.*/\1/p')

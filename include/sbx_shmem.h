@@ -198,6 +198,8 @@ typedef struct SbxCloneJob
 	char		snapshot_name[NAMEDATALEN];
 	char		snapshot_role[NAMEDATALEN];
 	bool		copy_stage;
+	Oid			planned_dboid;	/* the OID its database is made with, recorded
+								 * first (orphans.c); InvalidOid: any */
 	char		copy_how[SBX_COPY_HOW_MAX]; /* the strategy the copy took, for
 											 * its event */
 

@@ -224,6 +224,13 @@ extern void sbx_check_budget(const SbxActor *by, SbxCopyKind kind,
 extern bool sbx_budget_allows(int64 expected);
 extern void sbx_measure_sizes(void);
 
+/* the OIDs of the databases it makes, and what a crash left of them (orphans.c) */
+extern Oid	sbx_plan_database_oid(int64 id);
+extern char *sbx_database_oid_clause(Oid oid);
+extern int64 sbx_directory_bytes(const char *path);
+extern void sbx_remove_orphan_directories(void);
+extern const char *sbx_orphan_bytes_sql(void);
+
 /* what a finished clone holds, for the catalog (lifecycle.c) */
 extern void sbx_record_clone_digest(void *job);
 

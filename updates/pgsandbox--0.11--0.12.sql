@@ -53,6 +53,8 @@ ALTER TABLE pgsandbox.sandbox ADD COLUMN connection_limit integer;
 -- What a database held when it was made, which its copies are checked
 -- against (verify.c).
 ALTER TABLE pgsandbox.sandbox ADD COLUMN objects_digest text;
+-- The OID a database is made with, recorded before it is made (orphans.c).
+ALTER TABLE pgsandbox.sandbox ADD COLUMN planned_db_oid oid;
 ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
 ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check
 	CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',

@@ -299,6 +299,34 @@ sbx_name_list(const char *query)
 }
 
 /*
+ * Directories of base/ that no database owns: what a crash left of a
+ * CREATE DATABASE.  pgsandbox's own (an OID it recorded first, orphans.c)
+ * are removed by the worker when it next starts; the others are only
+ * reported.  A database being made right now shows here too.
+ */
+static void
+sbx_check_orphan_directories(SbxDoctor *d)
+{
+	char	   *found = sbx_name_list(psprintf(
+		"SELECT 'base/' || b.oid || ' ('"
+		"       || pg_catalog.pg_size_pretty(COALESCE((SELECT pg_catalog.sum((pg_catalog.pg_stat_file("
+		"                'base/' || b.oid || '/' || f, true)).size)"
+		"           FROM pg_catalog.pg_ls_dir('base/' || b.oid, true, false) f), 0)::bigint)"
+		"       || CASE WHEN %s THEN ', pgsandbox''s, removed when the worker next starts'"
+		"               ELSE ', not pgsandbox''s, left alone' END || ')'"
+		"  FROM (SELECT n::pg_catalog.oid AS oid FROM pg_catalog.pg_ls_dir('base') n"
+		"         WHERE n ~ '^[0-9]+$') b"
+		" WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_database db WHERE db.oid = b.oid)"
+		" ORDER BY b.oid",
+		sbx_catalog_has_orphans()
+		? "EXISTS (SELECT FROM pgsandbox.sandbox s WHERE s.planned_db_oid = b.oid)" : "false"));
+
+	sbx_doctor_row(d, "no database directory is orphaned", found[0] == '\0',
+				   found[0] == '\0' ? "Every directory of base/ belongs to a database."
+				   : psprintf("Directories of base/ that no database owns: %s.", found));
+}
+
+/*
  * Snapshots: each ready one locked (closed to connections, owned by the
  * bootstrap superuser, its role without login); no closed database or role
  * of a snapshot's making left without its row; and each pool's fill.
@@ -434,6 +462,7 @@ sbx_check_catalog(SbxDoctor *d)
 				   : psprintf("Databases of sandbox roles, or closed sbx_ databases of the bootstrap superuser, with no live catalog row: %s. "
 							  "pgsandbox will not drop them; check and drop them by hand.",
 							  orphans));
+	sbx_check_orphan_directories(d);
 	sbx_doctor_row(d, "every ready sandbox has its database", missing[0] == '\0',
 				   missing[0] == '\0' ? "Every ready sandbox has its database."
 				   : psprintf("Ready sandboxes without their database: %s. "

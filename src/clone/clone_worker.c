@@ -952,12 +952,15 @@ sbx_copy_snapshot(void)
 	strategy = sbx_choose_copy_method(sbx_job.snapshot_dboid, sbx_job.copy_how,
 									  sizeof(sbx_job.copy_how));
 	CommitTransactionCommand();
+	/* with the OID the lifecycle worker recorded for it (orphans.c) */
 	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
-								  " STRATEGY %s ALLOW_CONNECTIONS false",
+								  " STRATEGY %s ALLOW_CONNECTIONS false%s",
 								  quote_identifier(sbx_job.dbname),
 								  quote_identifier(sbx_job.name),
 								  quote_identifier(sbx_job.snapshot_name),
-								  strategy),
+								  strategy,
+								  OidIsValid(sbx_job.planned_dboid)
+								  ? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
 						 "pgsandbox: copying a snapshot");
 	sbx_step(SBX_STEP_COPIED);
 }

@@ -106,6 +106,13 @@ sbx_catalog_has_digests(void)
 	return sbx_catalog_has_column("sandbox", "objects_digest");
 }
 
+/* 0.12: the OID each database is made with, recorded first (orphans.c) */
+bool
+sbx_catalog_has_orphans(void)
+{
+	return sbx_catalog_has_column("sandbox", "planned_db_oid");
+}
+
 const char *
 sbx_same_source_sql(void)
 {

@@ -4,6 +4,10 @@
  *	  The disk budget: refusing copies that would pass it, measuring the
  *	  sandboxes in use, and making one that grew too large read-only.
  *
+ * The directory a crash left of a database pgsandbox was making counts
+ * too, by the size its clone expected, until the worker removes it
+ * (orphans.c).
+ *
  * Every database pgsandbox makes is counted by the size_bytes of its
  * catalog row.  A row being cloned holds the size its copy is expected to
  * reach (its snapshot's, the source's, or an empty database's for a dump
@@ -113,10 +117,11 @@ sbx_check_budget(const SbxActor *by, SbxCopyKind kind, int64 expected,
 		!sbx_catalog_has_usage())
 		return;
 	snprintf(owner, sizeof(owner), "%u", by->role);
-	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint,"
-			"       COALESCE(pg_catalog.sum(size_bytes)"
-			"                FILTER (WHERE kind IN ('sandbox', 'save') AND owner_oid = $1::oid), 0)::bigint"
-			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+	sbx_spi(psprintf("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint + %s,"
+					 "       COALESCE(pg_catalog.sum(size_bytes)"
+					 "                FILTER (WHERE kind IN ('sandbox', 'save') AND owner_oid = $1::oid), 0)::bigint"
+					 "  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+					 sbx_orphan_bytes_sql()),
 			SPI_OK_SELECT, 1, args);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	total = DatumGetInt64(d);
@@ -160,8 +165,9 @@ sbx_budget_allows(int64 expected)
 
 	if (sbx_max_total_size == 0 || !sbx_catalog_has_usage())
 		return true;
-	sbx_spi("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint"
-			"  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+	sbx_spi(psprintf("SELECT COALESCE(pg_catalog.sum(size_bytes), 0)::bigint + %s"
+					 "  FROM pgsandbox.sandbox WHERE status IN ('cloning', 'ready')",
+					 sbx_orphan_bytes_sql()),
 			SPI_OK_SELECT, 0, NULL);
 	total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										SPI_tuptable->tupdesc, 1, &isnull));

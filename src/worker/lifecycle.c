@@ -538,6 +538,7 @@ sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 		/* the clone worker copies it, then sbx_clone_secure records it */
 		job->copy_stage = true;
 		job->from_save = spec->from_save;
+		job->planned_dboid = sbx_plan_database_oid(job->sandbox_id);
 		job->snapshot_id = spec->snapshot->id;
 		job->snapshot_dboid = spec->snapshot->dboid;
 		strlcpy(job->snapshot_name, spec->snapshot->name, sizeof(job->snapshot_name));
@@ -547,10 +548,11 @@ sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 	}
 	/* created closed to connections */
 	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-								  " ALLOW_CONNECTIONS false",
+								  " ALLOW_CONNECTIONS false%s",
 								  quote_identifier(job->name),
 								  quote_identifier(job->name),
-								  sbx_locale_options(spec, job)),
+								  sbx_locale_options(spec, job),
+								  sbx_database_oid_clause(sbx_plan_database_oid(job->sandbox_id))),
 						 "pgsandbox: creating a sandbox database");
 	sbx_secure_database(job, &size);
 	/* a dump counts from the empty database */

@@ -337,6 +337,7 @@ sbx_reset_as_copy(SbxCloneJob *job, const char *name, const SbxSnapshotRef *ref,
 	strlcpy(job->name, name, sizeof(job->name));
 	job->copy_stage = true;
 	job->from_save = is_save;
+	job->planned_dboid = sbx_plan_database_oid(job->sandbox_id);
 	job->snapshot_id = ref->id;
 	job->snapshot_dboid = ref->dboid;
 	strlcpy(job->snapshot_name, ref->name, sizeof(job->snapshot_name));
@@ -372,10 +373,11 @@ sbx_reset_as_dump(int j, SbxCloneJob *job, const SbxSandboxRow *row,
 	sbx_create_reset_role(job);
 	spec->locale = &locale;
 	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE template0%s"
-								  " ALLOW_CONNECTIONS false",
+								  " ALLOW_CONNECTIONS false%s",
 								  quote_identifier(job->dbname),
 								  quote_identifier(job->name),
-								  sbx_locale_options(spec, job)),
+								  sbx_locale_options(spec, job),
+								  sbx_database_oid_clause(sbx_plan_database_oid(job->sandbox_id))),
 						 "pgsandbox: creating a database for a reset");
 	sbx_secure_database(job, &size);
 	sbx_progress_database(j, job->dboid, size);

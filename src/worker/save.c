@@ -160,6 +160,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 			 ended, ended == 1 ? "" : "s");
 	job->data_as_of = GetCurrentTimestamp();
 	job->copy_stage = true;
+	job->planned_dboid = sbx_plan_database_oid(job->sandbox_id);
 	job->snapshot_id = parent_id;
 	job->snapshot_dboid = row.dboid;
 	strlcpy(job->snapshot_name, parent_name, sizeof(job->snapshot_name));

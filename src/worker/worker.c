@@ -1571,6 +1571,12 @@ sbx_extension_installed(bool *current)
 	return installed;
 }
 
+static void
+sbx_remove_orphans_step(void *arg)
+{
+	sbx_remove_orphan_directories();
+}
+
 /*
  * What a previous run left: requests it had taken are answered with an
  * error, clone workers still running are ended and their jobs forgotten,
@@ -1614,6 +1620,9 @@ sbx_forget_previous_run(void)
 	/* the first round at once, before any clone starts */
 	if (sbx_reconcile_ids != NIL)
 		(void) sbx_reconcile_step();
+	/* then what a crash left of the databases being made (orphans.c) */
+	(void) sbx_try_or_warn(sbx_remove_orphans_step, NULL,
+						   "could not remove the orphaned database directories");
 	sbx_timers[SBX_TIMER_RECONCILE].last = GetCurrentTimestamp();
 }
 
