@@ -39,7 +39,7 @@ extern void sbx_copy_config_data(PGconn *conn, const char *source,
 /* what a clone must hold before it is served (verify.c) */
 extern void sbx_verify_restore(PGconn *reader, const char *source, const char *sandbox);
 extern void sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
-									const char *list);
+									const char *listing, const char *list);
 extern char *sbx_inventory_digest(void);
 extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
 							const char *of);

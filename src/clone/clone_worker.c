@@ -590,7 +590,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	}
 	/* every table whose file holds rows received some (verify.c) */
 	if (!sbx_job.schema_only)
-		sbx_verify_archive_rows(reader, sbx_job.source, archive, list);
+		sbx_verify_archive_rows(reader, sbx_job.source, archive, listing, list);
 
 	(void) rmtree(sbx_archive_dir, true);
 	sbx_archive_dir[0] = '\0';

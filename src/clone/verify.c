@@ -33,6 +33,7 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "access/xact.h"
@@ -42,6 +43,7 @@
 #include "pgsandbox.h"
 #include "sbx_clone.h"
 #include "sbx_conn.h"
+#include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/snapmgr.h"
@@ -255,26 +257,72 @@ sbx_data_file_empty(const char *path, bool *known)
 	return empty;
 }
 
+/* The dumpIds of the lines of a listing, and of its TABLE DATA lines, their table. */
+typedef struct SbxListed
+{
+	int			dump_id;		/* the hash key */
+	Oid			table;			/* TABLE DATA: the table's OID in the source */
+	bool		kept;			/* in the restore list */
+} SbxListed;
+
+static HTAB *
+sbx_listed_entries(const char *listing)
+{
+	HASHCTL		ctl;
+	HTAB	   *listed;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int);
+	ctl.entrysize = sizeof(SbxListed);
+	ctl.hcxt = CurrentMemoryContext;
+	listed = hash_create("pgsandbox archive listing", 1024, &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (const char *p = listing; *p;)
+	{
+		int			dump_id;
+		unsigned int tableoid;
+		unsigned int oid;
+		int			len = -1;
+
+		/* "dumpId; tableoid oid DESC SCHEMA TAG OWNER" */
+		if (sscanf(p, "%d; %u %u %n", &dump_id, &tableoid, &oid, &len) == 3 && len >= 0)
+		{
+			SbxListed  *entry = hash_search(listed, &dump_id, HASH_ENTER, NULL);
+
+			entry->table = strncmp(p + len, "TABLE DATA ", 11) == 0 ? oid : InvalidOid;
+			entry->kept = false;
+		}
+		p += strcspn(p, "\n");
+		if (*p == '\n')
+			p++;
+	}
+	return listed;
+}
+
 /*
- * Through a directory archive: every table whose rows the restore 'list'
- * restored from a data file that holds rows must have received some.  The
- * table is named by the source's OID in the list; 'reader' (in pg_dump's
- * snapshot) gives its name.  A table of the sandbox with no block has no
- * row.
+ * Through a directory archive: every file of table rows that holds some
+ * must be named by the archive's table of contents as pg_restore --list
+ * printed it ('listing'), and, unless the restore list ('list') left it
+ * out on purpose, its table must have received rows.  The table is named
+ * by the source's OID; 'reader' (in pg_dump's snapshot) gives its name.  A
+ * table of the sandbox with no block has no row.
  */
 void
 sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
-						const char *list)
+						const char *listing, const char *list)
 {
+	HTAB	   *listed = sbx_listed_entries(listing);
 	FILE	   *in;
 	char		line[8192];
+	DIR		   *d;
+	struct dirent *de;
 	StringInfoData oids;
 	StringInfoData empty;
 	int			nempty = 0;
 	PGresult   *res;
 	MemoryContext outer = CurrentMemoryContext;
 
-	initStringInfo(&oids);
+	/* what the restore list kept */
 	in = AllocateFile(list, "r");
 	if (in == NULL)
 		ereport(ERROR,
@@ -283,19 +331,42 @@ sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
 	while (fgets(line, sizeof(line), in) != NULL)
 	{
 		int			dump_id;
-		unsigned int tableoid;
-		unsigned int oid;
-		int			len = -1;
-		bool		known;
+		SbxListed  *entry;
 
-		/* "dumpId; tableoid oid TABLE DATA schema table owner" */
-		if (sscanf(line, "%d; %u %u %n", &dump_id, &tableoid, &oid, &len) < 3 || len < 0 ||
-			strncmp(line + len, "TABLE DATA ", 11) != 0)
-			continue;
-		if (!sbx_data_file_empty(psprintf("%s/%d.dat", dir, dump_id), &known) && known)
-			appendStringInfo(&oids, "%s%u", oids.len > 0 ? "," : "", oid);
+		if (sscanf(line, "%d;", &dump_id) == 1 &&
+			(entry = hash_search(listed, &dump_id, HASH_FIND, NULL)) != NULL)
+			entry->kept = true;
 	}
 	FreeFile(in);
+
+	/* the files of rows, and their tables */
+	initStringInfo(&oids);
+	d = AllocateDir(dir);
+	while ((de = ReadDir(d, dir)) != NULL)
+	{
+		int			dump_id;
+		int			len = -1;
+		SbxListed  *entry;
+		bool		known;
+
+		if (sscanf(de->d_name, "%d.dat%n", &dump_id, &len) != 1 || len < 0)
+			continue;
+		entry = hash_search(listed, &dump_id, HASH_FIND, NULL);
+		if (entry == NULL || !OidIsValid(entry->table))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the archive of source \"%s\" holds rows that its table of contents does not list",
+							source),
+					 errdetail("File \"%s\" is listed as no table's rows: the listing is short.",
+							   de->d_name)));
+		if (!entry->kept)
+			continue;			/* left out on purpose (restore_list.c) */
+		if (!sbx_data_file_empty(psprintf("%s/%s", dir, de->d_name), &known) &&
+			de->d_name[len] == '\0')
+			appendStringInfo(&oids, "%s%u", oids.len > 0 ? "," : "", entry->table);
+	}
+	FreeDir(d);
+	hash_destroy(listed);
 	if (oids.len == 0)
 		return;
 
@@ -319,8 +390,12 @@ sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
 		bool		isnull;
 		bool		has_rows;
 
-		/* its size, from the catalog and the files: nothing is planned */
-		if (SPI_execute_with_args("SELECT pg_catalog.pg_relation_size(pg_catalog.to_regclass($1)) > 0",
+		/*
+		 * Its size, from the catalog and the files: nothing is planned.  A
+		 * table the sandbox lacks is sbx_verify_restore's to name.
+		 */
+		if (SPI_execute_with_args("SELECT pg_catalog.to_regclass($1) IS NULL"
+								  "    OR pg_catalog.pg_relation_size(pg_catalog.to_regclass($1)) > 0",
 								  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not measure a table of the sandbox");
 		has_rows = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
