@@ -41,7 +41,7 @@ SELECT r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplicati
 SELECT action, actor = current_user AS by_me,
        detail ~ ('^(source "src", schema and data|cloned in [0-9.]+ s; steps \(ms from the request\): queued 0\.0, taken [0-9.]+,'
                  ' role and database made [0-9.]+, clone worker started [0-9.]+, pg_dump started [0-9.]+, source read [0-9.]+,'
-                 ' restored [0-9.]+, finished [0-9.]+, worker reported [0-9.]+, marked ready [0-9.]+)$') AS detail_ok
+                 ' restored [0-9.]+, verified [0-9.]+, finished [0-9.]+, worker reported [0-9.]+, marked ready [0-9.]+)$') AS detail_ok
   FROM pgsandbox.events WHERE sandbox = :'data_name' ORDER BY at;
 -- the steps come in order
 SELECT bool_and(ms >= prev) AS in_order, count(*) AS steps

@@ -818,6 +818,7 @@ sbx_fill_sandbox(void)
 		/* everything the source holds, by name (verify.c) */
 		if (reader)
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
+		sbx_step(SBX_STEP_VERIFIED);
 	}
 	PG_FINALLY();
 	{
@@ -1016,6 +1017,7 @@ sbx_adopt_copy(void)
 	sbx_record_digest();
 	sbx_verify_copy(sbx_job.expected_digest, sbx_job.objects_digest, sbx_job.name,
 					sbx_job.snapshot_name);
+	sbx_step(SBX_STEP_VERIFIED);
 	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }

@@ -92,7 +92,7 @@ my ($par, $par_conn) = split /\|/,
 my $event = sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$par' AND action = 'ready'");
 like($event, qr/dumped and restored with 3 jobs/, 'parallel: the clone took 3 jobs');
 like($event,
-	qr/steps \(ms from the request\): queued 0\.0, taken [0-9.]+, role and database made [0-9.]+, clone worker started [0-9.]+, source read [0-9.]+, pg_dump started [0-9.]+, pg_dump done [0-9.]+, restored [0-9.]+, finished [0-9.]+, worker reported [0-9.]+, marked ready [0-9.]+$/,
+	qr/steps \(ms from the request\): queued 0\.0, taken [0-9.]+, role and database made [0-9.]+, clone worker started [0-9.]+, source read [0-9.]+, pg_dump started [0-9.]+, pg_dump done [0-9.]+, restored [0-9.]+, verified [0-9.]+, finished [0-9.]+, worker reported [0-9.]+, marked ready [0-9.]+$/,
 	'parallel: the ready event tells each step of the clone');
 is(in_sandbox($par_conn, $digest_sql), $source_digest, 'parallel: every table holds the source\'s rows');
 is(in_sandbox($par_conn, $shape_sql), $source_shape, 'parallel: the same indexes, foreign keys and views');
