@@ -292,9 +292,11 @@ CREATE VIEW pgsandbox.sandboxes WITH (security_barrier) AS
 		   LEAST(s.connection_limit,
 							NULLIF(COALESCE(pg_catalog.current_setting('pgsandbox.max_connections_per_sandbox', true),
 											'-1')::integer, -1)) AS connection_limit,
-		   d.numbackends AS sessions, d.temp_bytes
+		   (SELECT d.numbackends FROM pg_catalog.pg_stat_database d
+			 WHERE d.datid = s.db_oid AND s.status = 'ready') AS sessions,
+		   (SELECT d.temp_bytes FROM pg_catalog.pg_stat_database d
+			 WHERE d.datid = s.db_oid AND s.status = 'ready') AS temp_bytes
 	  FROM pgsandbox.sandbox s
-	  LEFT JOIN pg_catalog.pg_stat_database d ON d.datid = s.db_oid AND s.status = 'ready'
 	 WHERE s.kind = 'sandbox'
 	   AND (s.owner_oid = pgsandbox._caller() OR pgsandbox._caller_is_admin());
 COMMENT ON VIEW pgsandbox.sandboxes IS

@@ -99,13 +99,19 @@ out=$OUTDIR/tenants.txt
 # $! is the process to signal (runuser passes a SIGTERM on to its child);
 # all are ended on exit, before the cluster is stopped.
 bg_pids=()
+declare -A sess_fd sess_pid
 bg() {
 	local stdin=$1 stdout=$2
 	shift 2
 	local cmd=(env PGHOST="$sock" PGPORT="$CLUSTER_PORT" PGUSER=postgres
 			   PGDATABASE=postgres PGAPPNAME=pgsandbox-bench PATH="$PGBIN:$PATH" "$@")
 	[ "$(id -u)" != 0 ] || cmd=(runuser -u postgres -- "${cmd[@]}")
-	"${cmd[@]}" <"$stdin" >"$stdout" 2>&1 &
+	# without the write ends of the sessions' FIFOs, so that closing one
+	# ends its session; exec keeps $! the process to signal
+	(
+		for fd in "${sess_fd[@]}"; do exec {fd}>&-; done
+		exec "${cmd[@]}"
+	) <"$stdin" >"$stdout" 2>&1 &
 	bg_pid=$!
 	bg_pids+=("$bg_pid")
 }
@@ -132,7 +138,6 @@ trap 'exit 143' TERM
 # A session fed through a FIFO, for the steps that need one connection kept
 # open between commands: session_open NAME PSQL_ARGS..., then session_run
 # NAME SQL prints what SQL printed (stdout and stderr) once it is done.
-declare -A sess_fd sess_pid
 session_open() {
 	local name=$1 fifo=$tmp/session-$1.in fd
 	shift
@@ -164,8 +169,9 @@ session_run() {
 	return 1
 }
 session_close() {
-	local name=$1
-	exec {sess_fd[$name]}>&-
+	local name=$1 fd=${sess_fd[$1]}
+	exec {fd}>&-
+	unset "sess_fd[$name]"
 	wait "${sess_pid[$name]}" 2>/dev/null || true
 }
 

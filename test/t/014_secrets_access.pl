@@ -153,9 +153,10 @@ for my $case ([ 'wrong', qr/08006: could not connect to source "wrong"/ ],
 }
 unlike($errors[0], qr/password authentication/, 'alice does not read what the source said');
 unlike($errors[2], qr/operator family/, 'nor what pg_restore said');
-like($node->safe_psql('postgres', q{SELECT string_agg(error, ' ') FROM pgsandbox.sandboxes WHERE status = 'failed'}),
-	qr/password authentication failed.*operator family/s,
-	'an admin reads what the servers said in the sandboxes view');
+my $admin_view = $node->safe_psql('postgres',
+	q{SELECT string_agg(error, ' ') FROM pgsandbox.sandboxes WHERE status = 'failed'});
+like($admin_view, qr/password authentication failed/, 'an admin reads what the source said in the sandboxes view');
+like($admin_view, qr/operator family/, 'and what pg_restore said');
 is(sandbox_leftovers($node), '1|1', 'the failed clones left no database or role');
 
 ($ret, $out, $err) = $node->psql('postgres',
