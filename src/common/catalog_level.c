@@ -78,13 +78,6 @@ sbx_catalog_has_reduced(void)
 	return sbx_catalog_has_column("sandbox", "reduced");
 }
 
-/*
- * A condition, in SQL, that snapshot or pool member s was made of source o
- * as it is now, not of an earlier source of the same name: of the same
- * generation.  A source removed and added again, even in one transaction
- * while a snapshot of the old one was being built, is a new one.  Before
- * the catalog has generations, the times it was added and s made.
- */
 /* 0.12: a source's trusted owners (source_trust.c) */
 bool
 sbx_catalog_has_trust(void)
@@ -113,6 +106,13 @@ sbx_catalog_has_orphans(void)
 	return sbx_catalog_has_column("sandbox", "planned_db_oid");
 }
 
+/*
+ * A condition, in SQL, that snapshot or pool member s was made of source o
+ * as it is now, not of an earlier source of the same name: of the same
+ * generation.  A source removed and added again, even in one transaction
+ * while a snapshot of the old one was being built, is a new one.  Before
+ * the catalog has generations, the times it was added and s made.
+ */
 const char *
 sbx_same_source_sql(void)
 {

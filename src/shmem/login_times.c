@@ -224,6 +224,7 @@ sbx_refusals_flush(void)
 	SbxRefused *copy;
 	int64		totals[SBX_NUM_REFUSALS];
 	int			n;
+	bool		events;
 
 	LWLockAcquire(sbx_usage->lock, LW_EXCLUSIVE);
 	if (!TimestampDifferenceExceeds(sbx_usage->refusals_flushed, now, 60000))
@@ -246,14 +247,18 @@ sbx_refusals_flush(void)
 		return;
 	}
 	sbx_xact_begin("pgsandbox: recording what sandboxes were refused");
+	events = sbx_catalog_has_tenants();
 	for (int i = 0; i < n; i++)
 	{
 		char		role[16];
 		const char *args[2] = {role, sbx_describe_refusals(&copy[i])};
 
-		snprintf(role, sizeof(role), "%u", copy[i].role);
 		for (int k = 0; k < SBX_NUM_REFUSALS; k++)
 			totals[k] += copy[i].count[k];
+		/* before the catalog knows the event, the counters only */
+		if (!events)
+			continue;
+		snprintf(role, sizeof(role), "%u", copy[i].role);
 		sbx_spi("INSERT INTO pgsandbox.event (sandbox, action, actor, detail)"
 				" SELECT s.name, 'refused', '" SBX_WORKER_ACTOR "', $2 FROM pgsandbox.sandbox s"
 				"  WHERE s.role_oid = $1::oid AND s.status = 'ready'",
