@@ -1,0 +1,2 @@
+-- docs/install.md: the database its example approves
+CREATE DATABASE app;
