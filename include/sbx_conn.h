@@ -11,6 +11,7 @@
 #define SBX_CONN_H
 
 #include "pgsandbox.h"
+#include "storage/latch.h"
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */
 extern PGconn *sbx_sandbox_connect(const char *name, char **source);
@@ -34,8 +35,20 @@ extern char *sbx_remote_quote_qualified(const char *schema, const char *name);
 extern void sbx_reader_request_shmem(void);
 extern void sbx_reader_startup_shmem(void);
 extern bool sbx_reader_exists(void);
+extern void sbx_reader_attach_worker(Latch *latch);
 extern void sbx_reader_prepare(void);
 extern bool sbx_reader_password(char *password);
+
+/* how a source of this cluster that names no user is read */
+typedef enum SbxReaderLogin
+{
+	SBX_READER_READY,			/* as pgsandbox_reader, with its password */
+	SBX_READER_ABSENT,			/* as the server's user: before 0.12 */
+	SBX_READER_WAITING			/* not yet: the worker has not given it one */
+} SbxReaderLogin;
+extern SbxReaderLogin sbx_reader_login(char *password);
+extern void sbx_reader_waiting_error(const char *source, int *sqlerrcode,
+									 char **message, char **detail);
 
 /* connecting to sources (source_conn.c) */
 extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,

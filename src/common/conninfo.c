@@ -183,6 +183,35 @@ sbx_conninfo_reads_as_reader(const PQconninfoOption *opts)
 	return true;
 }
 
+/*
+ * pgsandbox_reader's password into password, and true; false before the
+ * catalog has the role (the server's identity then, as before 0.12); an
+ * error while it waits for one (sbx_reader_login).
+ */
+static bool
+sbx_reader_login_or_error(char *password)
+{
+	int			code;
+	char	   *message;
+	char	   *detail;
+
+	switch (sbx_reader_login(password))
+	{
+		case SBX_READER_READY:
+			return true;
+		case SBX_READER_ABSENT:
+			return false;
+		case SBX_READER_WAITING:
+			break;
+	}
+	sbx_reader_waiting_error(NULL, &code, &message, &detail);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg_internal("%s", message),
+			 errdetail_internal("%s", detail)));
+	return false;				/* keep the compiler quiet */
+}
+
 /* The same, for a connection string. */
 bool
 sbx_conninfo_local_default(const char *conninfo)
@@ -232,7 +261,7 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 		char	   *password = palloc(SBX_PASSWORD_LEN + 1);
 
 		/* not the server's superuser, but pgsandbox's reader */
-		if (sbx_reader_password(password))
+		if (sbx_reader_login_or_error(password))
 		{
 			(*keywords)[i] = "user";
 			(*values)[i++] = SBX_READER_ROLE;
@@ -283,7 +312,7 @@ sbx_conninfo_to_env(const char *conninfo)
 		char		password[SBX_PASSWORD_LEN + 1];
 
 		/* as sbx_conninfo_to_params: pgsandbox's reader */
-		if (sbx_reader_password(password))
+		if (sbx_reader_login_or_error(password))
 		{
 			env[n++] = pstrdup("PGUSER=" SBX_READER_ROLE);
 			env[n++] = psprintf("PGPASSWORD=%s", password);

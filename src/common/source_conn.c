@@ -46,7 +46,16 @@ sbx_source_try_connect(const char *name, const char *conninfo,
 	const char *secrets[2];
 	int			n = 0;
 	PGconn	   *conn;
+	char		password[SBX_PASSWORD_LEN + 1];
 
+	/* a source of this cluster waits for its reader's password */
+	if (sbx_conninfo_local_default(conninfo) &&
+		sbx_reader_login(password) == SBX_READER_WAITING)
+	{
+		sbx_reader_waiting_error(name, sqlerrcode, message, detail);
+		return NULL;
+	}
+	explicit_bzero(password, sizeof(password));
 	sbx_conninfo_to_params(conninfo, require_password, &keywords, &values);
 	while (keywords[n] != NULL)
 		n++;

@@ -133,6 +133,7 @@ sbx_worker_detach(int code, Datum arg)
 		sbx_shared->worker_latch = NULL;
 	}
 	LWLockRelease(sbx_shared->lock);
+	sbx_reader_attach_worker(NULL);
 }
 
 void
@@ -1690,6 +1691,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 	sbx_shared->worker_pid = MyProcPid;
 	sbx_shared->worker_latch = MyLatch;
 	LWLockRelease(sbx_shared->lock);
+	sbx_reader_attach_worker(MyLatch);
 	before_shmem_exit(sbx_worker_detach, (Datum) 0);
 
 	sbx_worker_cxt = AllocSetContextCreate(TopMemoryContext, "pgsandbox worker",

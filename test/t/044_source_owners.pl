@@ -416,4 +416,24 @@ clear_rules('src_default');
 
 nothing_ran('the whole test');
 $node->stop;
+
+# ---------------------------------------------------------------------
+# no worker, so pgsandbox_reader has no password: a source of the cluster
+# that names no user is not read at all, rather than as the superuser
+# ---------------------------------------------------------------------
+my $lone = sandbox_node('no_worker', "max_worker_processes = 0\n");
+$lone->safe_psql('postgres', q{SELECT pgsandbox.add_source('here', 'dbname=postgres')});
+my $row = $lone->safe_psql('postgres',
+	q{SELECT ok || ' ' || detail FROM pgsandbox.doctor() WHERE "check" = 'source "here" can be dumped'});
+like($row, qr/^false Cannot connect: source "here" cannot be read yet\. Sources of this cluster that name no user are read as pgsandbox_reader/,
+	'doctor() says the source cannot be read until the worker gives the reader its password');
+is($lone->safe_psql('postgres',
+		q{SELECT count(*) FROM pgsandbox.doctor() WHERE "check" = 'source "here" is not read as a superuser'}),
+	'0', 'and never logged in to it, as a superuser or as anyone');
+($ret, $out, $err) = $lone->psql('postgres',
+	q{\set VERBOSITY verbose
+	  SELECT * FROM pgsandbox.suggest_masks('here')});
+like($err, qr/ERROR:  55000: source "here" cannot be read yet/,
+	'suggest_masks() is refused with 55000 rather than reading as the superuser');
+$lone->stop;
 done_testing();
