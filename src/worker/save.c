@@ -38,6 +38,39 @@
 #include "utils/timestamp.h"
 
 /*
+ * May sandbox 'name' (of catalog id 'idbuf') have one more save, labelled
+ * 'label'?  Raises an error if not.
+ */
+static void
+sbx_check_save_label(const char *idbuf, const char *name, const char *label)
+{
+	const char *args[2] = {idbuf, label};
+	bool		isnull;
+	int64		saves;
+
+	sbx_spi("SELECT pg_catalog.count(*), pg_catalog.bool_or(label = $2)"
+			"  FROM pgsandbox.sandbox"
+			" WHERE kind = 'save' AND parent_id = $1::bigint"
+			"   AND status IN ('cloning', 'ready') AND retired_at IS NULL",
+			SPI_OK_SELECT, 2, args);
+	saves = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+								   &isnull)) && !isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("sandbox \"%s\" already has a save labelled \"%s\"",
+						name, label)));
+	if (saves >= sbx_max_saves_per_sandbox)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many saves of sandbox \"%s\"", name),
+				 errdetail("It has %d saves, the most pgsandbox.max_saves_per_sandbox allows.",
+						   (int) saves),
+				 errhint("Drop the sandbox's saves with drop_save(), or ask an admin to raise the limit.")));
+}
+
+/*
  * Start a save for 'by' as clone job j: check the sandbox and the limits,
  * record the save, make its role, close the sandbox and end its sessions,
  * and leave the copy to the clone worker.  Once the save's row exists and
@@ -54,7 +87,6 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 	SbxSandboxRow row;
 	int64		parent_id;
 	int64		save_id;
-	int64		saves;
 	SbxActor	owner_actor;
 	int			ended;
 
@@ -75,28 +107,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 				 errhint("Reset it, or drop it.")));
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, parent_id);
-	args[0] = idbuf;
-	args[1] = req->target;
-	sbx_spi("SELECT pg_catalog.count(*), pg_catalog.bool_or(label = $2)"
-			"  FROM pgsandbox.sandbox"
-			" WHERE kind = 'save' AND parent_id = $1::bigint"
-			"   AND status IN ('cloning', 'ready') AND retired_at IS NULL",
-			SPI_OK_SELECT, 2, args);
-	saves = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										SPI_tuptable->tupdesc, 1, &isnull));
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-								   &isnull)) && !isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("sandbox \"%s\" already has a save labelled \"%s\"",
-						req->name, req->target)));
-	if (saves >= sbx_max_saves_per_sandbox)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many saves of sandbox \"%s\"", req->name),
-				 errdetail("It has %d saves, the most pgsandbox.max_saves_per_sandbox allows.",
-						   (int) saves),
-				 errhint("Drop the sandbox's saves with drop_save(), or ask an admin to raise the limit.")));
+	sbx_check_save_label(idbuf, req->name, req->target);
 
 	/* a save counts against its sandbox's owner, whoever asks */
 	owner_actor.role = row.owner;
