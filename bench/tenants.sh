@@ -18,8 +18,16 @@
 #        (c) an ordinary role (not a sandbox's) into another database
 #      all with scram-sha-256, in ROUNDS rounds, each round in a rotating
 #      order.  It prints the median of pgbench's "latency average" (ms per
-#      login and its query, connection included) and of its "average
-#      connection time", and the median over rounds of (a) - (b).
+#      login and its query, connection included), of its "average
+#      connection time", and of the server's CPU time per login (the
+#      backends' user + system time, which the postmaster collects as it
+#      reaps them: the growth of its cutime + cstime in /proc, divided by
+#      LOGINS; autovacuum is off in this part, so that no other process
+#      ends meanwhile), and the median over rounds of (a) - (b).  The CPU
+#      time is the steadier figure on a busy machine: wall-clock times move
+#      with whatever else runs, which is why the rounds are many and
+#      short: each (a) is paired with the (b) measured seconds before or
+#      after it, and the differences are taken round by round.
 #   2. The bloat of the shared catalogs pgsandbox churns (pg_authid,
 #      pg_database, pg_shdepend) after CYCLES clone+drop cycles of a
 #      schema-only sandbox while another sandbox's session holds a
@@ -28,17 +36,23 @@
 #        (a) pgsandbox.max_transaction_age = 0: the session holds the xmin
 #            horizon the whole time
 #        (b) pgsandbox.max_transaction_age = AGE: the worker ends it
-#      Sizes (heap, and with indexes) and n_dead_tup before the cycles,
+#      Sizes (heap, and with indexes), n_dead_tup (pg_stat_all_tables) and
+#      the dead tuples pgstattuple finds in the heap, before the cycles,
 #      after them and after a VACUUM of the three catalogs, and what that
-#      VACUUM removed and could not remove.  Autovacuum is left on, as on
-#      a real server.
+#      VACUUM (VERBOSE) removed and could not remove; in (a), once more
+#      after the open transaction's ROLLBACK.  Autovacuum is left on, as
+#      on a real server.
 #   3. What PostgreSQL gives no lever for:
 #        (a) one sandbox session's memory: SET work_mem = '4GB' and a hash
 #            join of two generate_series of HASH_ROWS rows; the backend's
 #            peak RSS (VmHWM of /proc/<pid>/status, read in the still open
-#            session before and after the query) and the query's time;
-#            the same query at the default work_mem for comparison
-#            (pgsandbox.sandbox_temp_file_limit bounds its spill only)
+#            session before and after the query) and the query's time,
+#            with enable_mergejoin = off (the planner would sort both sides
+#            instead; any session may set it) and no parallel workers; the
+#            same query at the default work_mem for comparison
+#            (pgsandbox.sandbox_temp_file_limit bounds its spill only).
+#            VmHWM counts the pages of code and shared memory the backend
+#            touched too, so RssAnon is also sampled every 50 ms.
 #        (b) the shared lock table, at the default max_locks_per_transaction
 #            (64): one sandbox transaction locks its own tables (LOCK TABLE,
 #            ACCESS EXCLUSIVE, one subtransaction each) until "out of shared
@@ -57,7 +71,7 @@
 # on exit, and the cluster is removed (bench/throwaway_cluster.sh).
 #
 # Settings, from the environment:
-#   LOGINS=2000  ROUNDS=5  IDLE_SANDBOXES=50  CYCLES=200  AGE=10
+#   LOGINS=500  ROUNDS=25  IDLE_SANDBOXES=50  CYCLES=200  AGE=10
 #   HASH_ROWS=10000000  LOCK_TABLES=70000  SRC_TABLES=20  TENANTS_PORT=5534
 #   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin
 #   OUTDIR=bench/out (tenants.txt goes there)
@@ -65,8 +79,8 @@
 set -Eeuo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-LOGINS=${LOGINS:-2000}
-ROUNDS=${ROUNDS:-5}
+LOGINS=${LOGINS:-500}
+ROUNDS=${ROUNDS:-25}
 IDLE_SANDBOXES=${IDLE_SANDBOXES:-50}
 CYCLES=${CYCLES:-200}
 AGE=${AGE:-10}
@@ -184,6 +198,14 @@ median() {
 	printf '%s\n' "$@" | sort -g |
 		awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+# quartile K (1 or 3) of the values that follow, by linear interpolation
+quartile() {
+	local k=$1
+	shift
+	printf '%s\n' "$@" | sort -g |
+		awk -v k="$k" '{ v[NR] = $1 } END { p = 1 + (NR - 1) * k / 4; i = int(p); f = p - i;
+			printf "%.3f", (i < NR) ? v[i] + f * (v[i + 1] - v[i]) : v[i] }'
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 kb() { awk -v b="$1" 'BEGIN { printf "%d", b / 1024 }'; }
@@ -203,6 +225,8 @@ fresh_cluster() {
 		cat
 	} >"$tmp/conf"
 	cluster_start <"$tmp/conf"
+	cluster_so+=("$(so_stamp)")
+	q "CREATE EXTENSION pgstattuple" >/dev/null
 	q "CREATE DATABASE src" >/dev/null
 	as_pg psql -X -q -d src -v ntables="$SRC_TABLES" -v with_ext=0 -f - <"$repo/bench/many_tables.sql" >/dev/null
 	q "SELECT pgsandbox.add_source('src', 'dbname=src', allow_data => true)" >/dev/null
@@ -229,11 +253,20 @@ say "pgsandbox tenant limits benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 say "machine:    $(nproc) CPUs, $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) memory, load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "pgsandbox:  commit $commit; LOGINS=$LOGINS ROUNDS=$ROUNDS IDLE_SANDBOXES=$IDLE_SANDBOXES CYCLES=$CYCLES AGE=$AGE"
 say "            HASH_ROWS=$HASH_ROWS LOCK_TABLES=$LOCK_TABLES SRC_TABLES=$SRC_TABLES"
+so=$("$PGBIN/pg_config" --pkglibdir)/pgsandbox.so
+so_stamp() { echo "$(md5sum <"$so" | cut -c1-12), installed $(date -u -r "$so" '+%Y-%m-%d %H:%M:%S UTC')"; }
+so_start=$(so_stamp)
+cluster_so=()
+say "            $so: $so_start"
 
 # --- 1. the login check's cost --------------------------------------------------
 
-fresh_cluster </dev/null
+fresh_cluster <<<"autovacuum = off"
 say "postgres:   $(q 'SELECT version()')"
+pm_pid=$(head -n 1 "$data/postmaster.pid")
+hz=$(getconf CLK_TCK)
+# CPU time of the postmaster's reaped children, in clock ticks
+children_ticks() { awk '{ print $16 + $17 }' "/proc/$pm_pid/stat"; }
 say ""
 say "1. the login check's cost per login, with $IDLE_SANDBOXES sandboxes x 10 idle sessions open"
 q "SELECT pgsandbox.snapshot('src', schema_only => false)" >/dev/null
@@ -300,16 +333,21 @@ else
 	die "an 11th session of a sandbox was refused with the checks off"
 fi
 
-declare -A lat con
+declare -A lat con cpu
 run_logins() {
-	local mode=$1 r=$2 ci f=$tmp/pgbench-$1-$2.log n
+	local mode=$1 r=$2 ci f=$tmp/pgbench-$1-$2.log n c0 c1
 	case $mode in
 		a) checks on; ci=$timed_ci ;;
 		b) checks off; ci=$timed_ci ;;
 		c) checks on; ci=$ref_ci ;;
 	esac
+	sleep 0.3 # the backends of the checks above are reaped
+	c0=$(children_ticks)
 	as_pg pgbench -n -C -c 1 -j 1 -t "$LOGINS" -f "$tmp/select1.sql" "$ci" >"$f" 2>&1 ||
 		die "pgbench ($mode, round $r) failed: $(tail -n 5 "$f")"
+	sleep 0.3 # and the last of pgbench's
+	c1=$(children_ticks)
+	cpu[$mode/$r]=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$LOGINS" 'BEGIN { printf "%.3f", t * 1000 / hz / n }')
 	n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$f")
 	[ "$n" = "$LOGINS" ] || die "pgbench ($mode, round $r) did $n of $LOGINS logins: $(tail -n 5 "$f")"
 	lat[$mode/$r]=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$f")
@@ -320,49 +358,63 @@ for r in $(seq 1 "$ROUNDS"); do
 	for i in 0 1 2; do
 		run_logins "${modes[$(((i + r) % 3))]}" "$r"
 	done
-	echo "  round $r: latency a ${lat[a/$r]} b ${lat[b/$r]} c ${lat[c/$r]}; connection a ${con[a/$r]} b ${con[b/$r]} c ${con[c/$r]} ms" >&2
+	echo "  round $r: latency a ${lat[a/$r]} b ${lat[b/$r]} c ${lat[c/$r]}; connection a ${con[a/$r]} b ${con[b/$r]} c ${con[c/$r]}; server CPU a ${cpu[a/$r]} b ${cpu[b/$r]} c ${cpu[c/$r]} ms" >&2
 done
 checks on
 [ "$(sandbox_sessions)" -ge "$want" ] || die "idle sessions were lost during the timing"
 declare -A mode_label=([a]="(a) sandbox, checks on" [b]="(b) sandbox, cap and reserve off" [c]="(c) ordinary role, other db")
-say "  $LOGINS logins each, $ROUNDS rounds; ms per login (pgbench -C latency average; average connection time)"
-say "  mode                                latency   connect   (latency of each round)"
-declare -A lat_med con_med
+say "  $LOGINS logins each, $ROUNDS rounds; ms per login, median over rounds [quartiles]"
+say "  mode                               pgbench latency            connection time            server CPU"
+declare -A lat_med con_med cpu_med
+# "median [q1, q3]" of the values of $1 for mode $2
+spread() {
+	local -n from=$1
+	local r vals=()
+	for r in $(seq 1 "$ROUNDS"); do vals+=("${from[$2/$r]}"); done
+	printf '%s [%s, %s]' "$(median "${vals[@]}")" "$(quartile 1 "${vals[@]}")" "$(quartile 3 "${vals[@]}")"
+}
 for m in "${modes[@]}"; do
-	l=() c=()
-	for r in $(seq 1 "$ROUNDS"); do
-		l+=("${lat[$m/$r]}")
-		c+=("${con[$m/$r]}")
-	done
-	lat_med[$m]=$(median "${l[@]}")
-	con_med[$m]=$(median "${c[@]}")
-	say "$(printf '  %-34s %8s  %8s   (%s)' "${mode_label[$m]}" "${lat_med[$m]}" "${con_med[$m]}" "${l[*]}")"
+	lat_med[$m]=$(spread lat "$m")
+	con_med[$m]=$(spread con "$m")
+	cpu_med[$m]=$(spread cpu "$m")
+	say "$(printf '  %-34s %-26s %-26s %s' "${mode_label[$m]}" "${lat_med[$m]}" "${con_med[$m]}" "${cpu_med[$m]}")"
 done
-diff_lat=() diff_con=() diff_ac=()
+# per round differences: the two were measured one right after the other
+declare -A dif
 for r in $(seq 1 "$ROUNDS"); do
-	diff_lat+=("$(awk -v a="${lat[a/$r]}" -v b="${lat[b/$r]}" 'BEGIN { printf "%.3f", a - b }')")
-	diff_con+=("$(awk -v a="${con[a/$r]}" -v b="${con[b/$r]}" 'BEGIN { printf "%.3f", a - b }')")
-	diff_ac+=("$(awk -v a="${lat[a/$r]}" -v b="${lat[c/$r]}" 'BEGIN { printf "%.3f", a - b }')")
+	for k in lat con cpu; do
+		declare -n v=$k
+		dif[$k-ab/$r]=$(awk -v a="${v[a/$r]}" -v b="${v[b/$r]}" 'BEGIN { printf "%.3f", a - b }')
+		dif[$k-ac/$r]=$(awk -v a="${v[a/$r]}" -v b="${v[c/$r]}" 'BEGIN { printf "%.3f", a - b }')
+		unset -n v
+	done
 done
-d_lat=$(median "${diff_lat[@]}")
-d_con=$(median "${diff_con[@]}")
-d_ac=$(median "${diff_ac[@]}")
-say "  (a) - (b), median over rounds: latency $d_lat ms, connection $d_con ms per login (rounds: ${diff_lat[*]})"
-say "  (a) - (c), median over rounds: latency $d_ac ms per login (rounds: ${diff_ac[*]})"
+d_lat=$(spread dif lat-ab)
+d_con=$(spread dif con-ab)
+d_cpu=$(spread dif cpu-ab)
+d_ac=$(spread dif lat-ac)
+d_ac_con=$(spread dif con-ac)
+d_ac_cpu=$(spread dif cpu-ac)
+say "$(printf '  %-34s %-26s %-26s %s' "(a) - (b), round by round" "$d_lat" "$d_con" "$d_cpu")"
+say "$(printf '  %-34s %-26s %-26s %s' "(a) - (c), round by round" "$d_ac" "$d_ac_con" "$d_ac_cpu")"
+say "  (the CPU figures count whole clock ticks of 1/$hz s: $(awk -v hz="$hz" -v n="$LOGINS" 'BEGIN { printf "%.3f", 1000 / hz / n }') ms per login)"
 bg_stop "${idle_pids[@]}"
 
 # --- 2. shared catalog bloat ------------------------------------------------------
 
 declare -A cat_stat vac_removed vac_kept vac_cutoff holder_fate cycle_secs
 catalogs=(pg_authid pg_database pg_shdepend)
-# heap bytes, total bytes, n_dead_tup of each catalog, into cat_stat[case/stage/catalog]
+# heap bytes, total bytes, n_dead_tup (the cumulative statistics) and the
+# dead tuples pgstattuple counts in the heap, of each catalog, into
+# cat_stat[case/stage/catalog]
 catalog_stats() {
-	local key=$1 rel heap total dead
-	sleep 3 # the stats of the last cycles are flushed within a second or so
-	while IFS='|' read -r rel heap total dead; do
-		cat_stat[$key/$rel]="$heap $total $dead"
-	done < <(q "SELECT c.relname, pg_relation_size(c.oid), pg_total_relation_size(c.oid), s.n_dead_tup
+	local key=$1 rel heap total dead deadp
+	sleep 3 # the statistics of the last cycles are flushed within a few seconds, mostly
+	while IFS='|' read -r rel heap total dead deadp; do
+		cat_stat[$key/$rel]="$heap $total $dead $deadp"
+	done < <(q "SELECT c.relname, pg_relation_size(c.oid), pg_total_relation_size(c.oid), s.n_dead_tup, p.dead_tuple_count
 	              FROM pg_class c JOIN pg_stat_all_tables s ON s.relid = c.oid
+	                   CROSS JOIN LATERAL pgstattuple(c.oid::regclass) p
 	             WHERE c.oid IN ('pg_catalog.pg_authid'::regclass, 'pg_catalog.pg_database'::regclass,
 	                             'pg_catalog.pg_shdepend'::regclass)")
 }
@@ -415,23 +467,25 @@ for case in a b; do
 		catalog_stats "$case/vacuum2"
 	fi
 	session_close "holder$case"
-	say "  catalog       heap kB (before / cycles / vacuumed)   total kB (before / cycles / vacuumed)   n_dead_tup (before / cycles / vacuumed)   VACUUM removed, not yet removable, cutoff age"
+	say "  catalog      stage                heap kB  total kB  n_dead_tup  dead (pgstattuple)"
 	for rel in "${catalogs[@]}"; do
-		read -r h0 t0_ d0 <<<"${cat_stat[$case/before/$rel]}"
-		read -r h1 t1 d1 <<<"${cat_stat[$case/cycles/$rel]}"
-		read -r h2 t2 d2 <<<"${cat_stat[$case/vacuum/$rel]}"
-		say "$(printf '  %-12s %8s / %6s / %6s              %8s / %6s / %6s              %6s / %6s / %6s                     %6s, %6s, %s XIDs' \
-			"$rel" "$(kb "$h0")" "$(kb "$h1")" "$(kb "$h2")" "$(kb "$t0_")" "$(kb "$t1")" "$(kb "$t2")" \
-			"$d0" "$d1" "$d2" "${vac_removed[$case/vacuum/$rel]}" "${vac_kept[$case/vacuum/$rel]}" "${vac_cutoff[$case/vacuum/$rel]}")"
-	done
-	if [ "$alive" = 1 ]; then
-		say "  after the holding transaction's ROLLBACK, a second VACUUM:"
-		for rel in "${catalogs[@]}"; do
-			read -r h3 t3 d3 <<<"${cat_stat[$case/vacuum2/$rel]}"
-			say "$(printf '  %-12s removed %s, not yet removable %s; heap %s kB, total %s kB, n_dead_tup %s' "$rel" \
-				"${vac_removed[$case/vacuum2/$rel]}" "${vac_kept[$case/vacuum2/$rel]}" "$(kb "$h3")" "$(kb "$t3")" "$d3")"
+		stages=(before cycles vacuum)
+		[ "$alive" = 0 ] || stages+=(vacuum2)
+		for st in "${stages[@]}"; do
+			read -r h t d dp <<<"${cat_stat[$case/$st/$rel]}"
+			case $st in
+				before) label="before the cycles"; extra= ;;
+				cycles) label="after the cycles"; extra= ;;
+				vacuum) label="after VACUUM"
+					extra="  VACUUM: ${vac_removed[$case/$st/$rel]} removed, ${vac_kept[$case/$st/$rel]} dead but not yet removable, cutoff ${vac_cutoff[$case/$st/$rel]} XIDs old" ;;
+				vacuum2) label="ROLLBACK, VACUUM"
+					extra="  VACUUM: ${vac_removed[$case/$st/$rel]} removed, ${vac_kept[$case/$st/$rel]} dead but not yet removable" ;;
+			esac
+			say "$(printf '  %-12s %-18s %9s %9s %11s %19s%s' "$([ $st = before ] && echo "$rel")" "$label" \
+				"$(kb "$h")" "$(kb "$t")" "$d" "$dp" "$extra")"
 		done
-	fi
+	done
+	[ "$alive" = 0 ] || say "  (ROLLBACK, VACUUM: the holding transaction rolled back, then the catalogs vacuumed again)"
 	say "  autovacuum runs on them: $(q "SELECT string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname) FROM pg_stat_all_tables
 	                                     WHERE relid IN ('pg_catalog.pg_authid'::regclass, 'pg_catalog.pg_database'::regclass, 'pg_catalog.pg_shdepend'::regclass)")"
 done
@@ -444,29 +498,43 @@ say "3a. one sandbox session's memory: a hash join of two generate_series of $HA
 clone_data mname mci
 hash_sql="EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF)
 SELECT count(*) FROM generate_series(1, $HASH_ROWS) a(k) JOIN generate_series(1, $HASH_ROWS) b(k) USING (k);"
-declare -A hwm0 hwm1 xtime hashline tempw herr
+declare -A hwm0 hwm1 anon_peak xtime hashline tempw herr
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 for wm in default 4GB; do
 	session_open "mem$wm" "$mci"
 	pid=$(session_run "mem$wm" "SELECT pg_backend_pid();")
 	# one process; and a hash join, where the planner would sort both sides
 	session_run "mem$wm" "SET max_parallel_workers_per_gather = 0; SET enable_mergejoin = off;" >/dev/null
 	[ $wm = default ] || session_run "mem$wm" "SET work_mem = '$wm';" >/dev/null
-	hwm0[$wm]=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
-	res=$(session_run "mem$wm" "$hash_sql")
-	hwm1[$wm]=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
+	# the same query on 1000 rows first: the code and caches it needs are in before
+	session_run "mem$wm" "${hash_sql//$HASH_ROWS/1000}" >/dev/null
+	hwm0[$wm]=$(status_kb "$pid" VmHWM)
+	session_run "mem$wm" "$hash_sql" >"$tmp/hash-$wm.txt" &
+	runner=$!
+	peak=0
+	while kill -0 "$runner" 2>/dev/null; do
+		a=$(status_kb "$pid" RssAnon 2>/dev/null || true)
+		[ "${a:-0}" -le "$peak" ] || peak=$a
+		sleep 0.05
+	done
+	wait "$runner" || die "the hash join did not finish: $(tail -n 5 "$tmp/hash-$wm.txt")"
+	anon_peak[$wm]=$peak
+	hwm1[$wm]=$(status_kb "$pid" VmHWM)
+	rss_after=$(awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s%s %.0f", sep, substr($1, 4, length($1) - 4), $2 / 1024; sep = ", " }' "/proc/$pid/status")
+	res=$(cat "$tmp/hash-$wm.txt")
+	printf '%s\n' "$res" >"$OUTDIR/tenants-plan-$wm.txt"
 	xtime[$wm]=$(printf '%s\n' "$res" | sed -n 's/^Execution Time: \([0-9.]*\) ms/\1/p')
 	hashline[$wm]=$(printf '%s\n' "$res" | grep -m1 'Buckets:' | sed 's/^ *//' || true)
 	tempw[$wm]=$(printf '%s\n' "$res" | grep -o 'temp read=[0-9]* written=[0-9]*' | head -n 1 || true)
 	herr[$wm]=$(printf '%s\n' "$res" | grep -m1 'ERROR' || true)
-	printf '%s\n' "$res" >"$OUTDIR/tenants-plan-$wm.txt"
 	session_close "mem$wm"
-	say "  work_mem $(q "SELECT CASE WHEN '$wm' = 'default' THEN current_setting('work_mem') || ' (default)' ELSE '$wm' END"), temp_file_limit $(q "SELECT rolconfig::text FROM pg_roles WHERE rolname = '$mname'"):"
+	say "  work_mem $(q "SELECT CASE WHEN '$wm' = 'default' THEN current_setting('work_mem') || ' (default)' ELSE '$wm' END"), the role's settings $(q "SELECT rolconfig::text FROM pg_roles WHERE rolname = '$mname'"):"
 	if [ -n "${herr[$wm]}" ]; then
 		say "    the query failed: ${herr[$wm]}"
 	else
 		say "    $(awk -v t="${xtime[$wm]}" 'BEGIN { printf "%.1f", t / 1000 }') s; hash: ${hashline[$wm]}; ${tempw[$wm]:-no temp files} (8 kB blocks)"
 	fi
-	say "    backend VmHWM before the query $(mb "${hwm0[$wm]}") MB, after $(mb "${hwm1[$wm]}") MB (+$(mb $((${hwm1[$wm]} - ${hwm0[$wm]}))) MB)"
+	say "    backend VmHWM before the query $(mb "${hwm0[$wm]}") MB, after $(mb "${hwm1[$wm]}") MB (+$(mb $((${hwm1[$wm]} - ${hwm0[$wm]}))) MB); peak RssAnon sampled every 50 ms: $(mb "${anon_peak[$wm]}") MB; after, in MB: $rss_after"
 done
 
 say ""
@@ -579,29 +647,32 @@ oosm_lines=$(tail -c +$((log0 + 1)) "$tmp/server.log" | grep -c 'out of shared m
 
 say ""
 say "=== summary ==="
-say "1. login cost, $sessions_open sessions open, $LOGINS logins x $ROUNDS rounds, medians (ms per login, connection included)"
+say "1. login cost, $sessions_open sessions open, $LOGINS logins x $ROUNDS rounds; ms per login, median over rounds [quartiles]"
+say "   mode                               pgbench latency            connection time            server CPU"
 for m in "${modes[@]}"; do
-	say "$(printf '   %-34s latency %7s   connection %7s' "${mode_label[$m]}" "${lat_med[$m]}" "${con_med[$m]}")"
+	say "$(printf '   %-34s %-26s %-26s %s' "${mode_label[$m]}" "${lat_med[$m]}" "${con_med[$m]}" "${cpu_med[$m]}")"
 done
-say "$(printf '   %-34s latency %7s   connection %7s' "(a) - (b): the checks' cost" "$d_lat" "$d_con")"
-say "$(printf '   %-34s latency %7s' "(a) - (c)" "$d_ac")"
-say "2. shared catalogs after $CYCLES clone+drop cycles (heap kB before -> after cycles -> after VACUUM; n_dead_tup after cycles -> after VACUUM)"
+say "$(printf '   %-34s %-26s %-26s %s' "(a) - (b): the checks' cost" "$d_lat" "$d_con" "$d_cpu")"
+say "$(printf '   %-34s %-26s %-26s %s' "(a) - (c)" "$d_ac" "$d_ac_con" "$d_ac_cpu")"
+say "2. shared catalogs after $CYCLES clone+drop cycles (heap kB before -> after the cycles -> after VACUUM; total kB, n_dead_tup and"
+say "   pgstattuple's dead tuples after the cycles -> after VACUUM)"
 for case in a b; do
 	if [ $case = a ]; then label="(a) max_transaction_age = 0"; else label="(b) max_transaction_age = $AGE"; fi
 	say "   $label: holder ${holder_fate[$case]}; cycles ${cycle_secs[$case]} s"
 	for rel in "${catalogs[@]}"; do
-		read -r h0 _ _ <<<"${cat_stat[$case/before/$rel]}"
-		read -r h1 t1 d1 <<<"${cat_stat[$case/cycles/$rel]}"
-		read -r h2 t2 d2 <<<"${cat_stat[$case/vacuum/$rel]}"
-		say "$(printf '     %-12s heap %5s -> %5s -> %5s kB  total %5s -> %5s kB  dead %6s -> %6s  (VACUUM removed %s, kept %s dead)' \
-			"$rel" "$(kb "$h0")" "$(kb "$h1")" "$(kb "$h2")" "$(kb "$t1")" "$(kb "$t2")" "$d1" "$d2" \
-			"${vac_removed[$case/vacuum/$rel]}" "${vac_kept[$case/vacuum/$rel]}")"
+		read -r h0 _ _ _ <<<"${cat_stat[$case/before/$rel]}"
+		read -r h1 t1 d1 dp1 <<<"${cat_stat[$case/cycles/$rel]}"
+		read -r h2 t2 d2 dp2 <<<"${cat_stat[$case/vacuum/$rel]}"
+		say "$(printf '     %-12s heap %5s -> %5s -> %5s kB  total %5s -> %5s kB  n_dead_tup %5s -> %5s  dead %5s -> %5s  (VACUUM removed %s)' \
+			"$rel" "$(kb "$h0")" "$(kb "$h1")" "$(kb "$h2")" "$(kb "$t1")" "$(kb "$t2")" "$d1" "$d2" "$dp1" "$dp2" \
+			"${vac_removed[$case/vacuum/$rel]}")"
 	done
 done
-say "3a. one session's hash join of 2 x $HASH_ROWS rows: peak RSS (VmHWM) and time"
+say "3a. one session's hash join of 2 x $HASH_ROWS rows: peak RSS (VmHWM; and sampled RssAnon) and time"
 for wm in default 4GB; do
 	if [ -n "${herr[$wm]}" ]; then res="failed: ${herr[$wm]}"; else res="$(awk -v t="${xtime[$wm]}" 'BEGIN { printf "%.1f s", t / 1000 }')"; fi
-	say "$(printf '     work_mem %-8s VmHWM %6s MB (+%s MB over the idle session)  %s' "$wm" "$(mb "${hwm1[$wm]}")" "$(mb $((${hwm1[$wm]} - ${hwm0[$wm]})))" "$res")"
+	say "$(printf '     work_mem %-8s VmHWM %6s MB (+%s MB over the warmed session), RssAnon peak %s MB  %s' "$wm" "$(mb "${hwm1[$wm]}")" \
+		"$(mb $((${hwm1[$wm]} - ${hwm0[$wm]})))" "$(mb "${anon_peak[$wm]}")" "$res")"
 done
 say "3b. one sandbox transaction held $held_tables table locks + $held_advisory advisory (pg_locks: ${pl_all:-?} of its own, nominal table $nominal) until \"$fill_error\""
 say "     another sandbox's warm SELECT of 3 tables:  ${victim_saw[select]}"
@@ -611,3 +682,8 @@ say "     a new superuser login:                      ${victim_saw[superuser]}"
 say "     \"out of shared memory\" lines in the server log meanwhile: $oosm_lines"
 say ""
 say "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$(printf '%s\n' "$so_start" "${cluster_so[@]}" "$(so_stamp)" | sort -u | wc -l)" != 1 ]; then
+	say "NOTE: $so changed during the run; the clusters of parts 1, 2a, 2b and 3 started with:"
+	for st in "${cluster_so[@]}"; do say "      $st"; done
+	say "      and it is now $(so_stamp)"
+fi
