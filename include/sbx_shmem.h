@@ -90,6 +90,7 @@ typedef enum SbxStep
 	SBX_STEP_DUMPED,			/* pg_dump done (through an archive) */
 	SBX_STEP_RESTORED,			/* pg_restore done */
 	SBX_STEP_COPIED,			/* a snapshot's CREATE DATABASE done */
+	SBX_STEP_OWNED,				/* a copy's objects its role's, settings made */
 	SBX_STEP_VERIFIED,			/* checked against its source or template */
 	SBX_STEP_FINISHED,			/* configuration rows, settings, ownership */
 	SBX_STEP_COLLECTED,			/* the lifecycle worker saw the worker report */

@@ -1013,6 +1013,7 @@ sbx_adopt_copy(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	sbx_apply_settings(settings);
+	sbx_step(SBX_STEP_OWNED);
 	/* it holds what its snapshot or save recorded (verify.c) */
 	sbx_record_digest();
 	sbx_verify_copy(sbx_job.expected_digest, sbx_job.objects_digest, sbx_job.name,

@@ -33,6 +33,7 @@ static const char *const sbx_step_names[SBX_STEP_COUNT] = {
 	"pg_dump done",
 	"restored",
 	"copied",
+	"owned",
 	"verified",
 	"finished",
 	"worker reported",
