@@ -206,7 +206,7 @@ sbx_reader_login(char *password)
 	 * come before the worker's first pass: wait for it a little.  A worker
 	 * never waits, least of all the one that gives the password.
 	 */
-	if (!IsBackgroundWorker)
+	if (MyBackendType != B_BG_WORKER)
 	{
 		Latch	   *worker_latch;
 
