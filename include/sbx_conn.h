@@ -10,7 +10,7 @@
 #ifndef SBX_CONN_H
 #define SBX_CONN_H
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "storage/latch.h"
 
 /* logging into sandboxes and sources from a backend (sandbox_conn.c) */

@@ -9,7 +9,7 @@
 #ifndef SBX_HOOKS_H
 #define SBX_HOOKS_H
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* login_check.c, read_only.c */
 extern void sbx_install_login_check(void);

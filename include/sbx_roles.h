@@ -9,7 +9,7 @@
 #ifndef SBX_ROLES_H
 #define SBX_ROLES_H
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* who may do what (roles.c) */
 extern Oid	sbx_caller(void);

@@ -8,7 +8,7 @@
 #ifndef SBX_SCHEDULE_H
 #define SBX_SCHEDULE_H
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* snapshot schedules (schedule.c) */
 typedef struct SbxSchedule

@@ -21,7 +21,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* request queue (queue.c) */
 typedef enum SbxRequestKind

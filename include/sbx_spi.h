@@ -10,7 +10,7 @@
 #ifndef SBX_SPI_H
 #define SBX_SPI_H
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* spi.c */
 extern MemoryContext sbx_outer_cxt;

@@ -29,6 +29,8 @@ extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
 /* the lifecycle worker (worker.c) */
 extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
+extern PGDLLIMPORT MemoryContext sbx_worker_cxt;	/* lives as long as the worker */
+extern PGDLLIMPORT bool sbx_catalog_current;	/* the catalog has snapshots (0.3) */
 
 /* clearing what a database holds of a sandbox (janitor.c) */
 extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
@@ -151,10 +153,13 @@ extern TimestampTz sbx_extend(const char *name, const SbxActor *by,
 extern bool sbx_drop_first_found(const char *sql);
 extern List *sbx_expired_sandboxes(void);
 
-/* reconciliation at start (reconcile.c) */
+/* reconciliation at start, and of what failed since (reconcile.c) */
 extern void sbx_end_orphan_clone_workers(void);
 extern List *sbx_reconcile_todo(void);
 extern void sbx_reconcile_one(int64 sandbox_id);
+extern void sbx_reconcile_later(int64 sandbox_id);
+extern bool sbx_reconcile_pending(void);
+extern void sbx_reconcile_round(void);
 
 /* resets of sandboxes in place (reset.c) */
 extern int	sbx_end_sessions(const char *name, Oid role, Oid dboid,
@@ -238,5 +243,39 @@ extern void sbx_record_clone_digest(void *job);
 extern char *sbx_give_tenant_limits(int64 id);
 extern void sbx_tenants_check(void);
 extern long sbx_tenants_interval(void);
+
+/* the clone jobs the lifecycle worker runs (jobs.c) */
+extern void sbx_answer_with(int slot, uint64 serial, struct ErrorData *edata);
+extern void sbx_undo_job_quietly(const SbxCloneJob *job, const char *reason,
+								 const char *actor);
+extern void sbx_progress_start(int j, const SbxActor *by, const SbxCloneSpec *spec);
+extern void sbx_launch_job(int j, SbxCloneJob *job, int slot, uint64 serial,
+						   const SbxActor *by);
+extern void sbx_forget_job(int j, int64 sandbox_id);
+extern int	sbx_job_slots(int j);
+extern bool sbx_job_running(int j);
+extern int	sbx_running_jobs(int *background);
+extern int	sbx_free_clone_job(void);
+extern bool sbx_clone_start(int j, int slot, uint64 serial, const SbxActor *by,
+							const SbxCloneSpec *spec);
+extern bool sbx_start_snapshot(int j, int slot, uint64 serial, const SbxActor *by,
+							   const char *source, bool schema_only,
+							   const SbxLocale *probed, int64 source_bytes,
+							   double source_share);
+extern int	sbx_check_jobs(void);
+
+/* serving the request queue (requests.c) */
+extern void sbx_serve_requests(bool ready, int running);
+extern void sbx_serve_parked(void);
+extern bool sbx_drop_parked(const char *name);
+extern bool sbx_drops_parked(void);
+extern void sbx_answer_serving(struct ErrorData *edata);
+
+/* the lifecycle worker's timers (timers.c) */
+extern PGDLLIMPORT bool sbx_background_waits;	/* upkeep waits for a job */
+extern PGDLLIMPORT bool sbx_snapshots_may_exist;
+extern PGDLLIMPORT bool sbx_pools_may_exist;
+extern long sbx_run_timers(void);
+extern void sbx_timers_reconciled_now(void);
 
 #endif							/* SBX_WORKER_H */

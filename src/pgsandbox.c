@@ -16,7 +16,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_hooks.h"
 #include "sbx_masking.h"

@@ -32,7 +32,7 @@
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "utils/builtins.h"
 #include "utils/json.h"

@@ -43,8 +43,8 @@
 #include "common/file_utils.h"
 #include "common/relpath.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
 #include "sbx_clone.h"
+#include "sbx_common.h"
 #if PG_VERSION_NUM >= 180000
 #include "storage/copydir.h"
 #endif

@@ -9,7 +9,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "utils/lsyscache.h"
 
 /*

@@ -31,8 +31,8 @@
 #endif
 
 #include "miscadmin.h"
-#include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "storage/ipc.h"
 #include "storage/pmsignal.h"

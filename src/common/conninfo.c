@@ -15,8 +15,8 @@
 
 #include "lib/stringinfo.h"
 #include "libpq-fe.h"
-#include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 
 /* Keywords a source may not carry, whatever libpq thinks of them. */

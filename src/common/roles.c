@@ -24,7 +24,7 @@
 #include "libpq/auth.h"
 #include "libpq/libpq-be.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_roles.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"

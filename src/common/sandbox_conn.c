@@ -21,7 +21,7 @@
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_roles.h"
 #include "utils/builtins.h"

@@ -15,8 +15,8 @@
 #include <limits.h>
 
 #include "miscadmin.h"
-#include "pgsandbox.h"
 #include "postmaster/postmaster.h"
+#include "sbx_common.h"
 #include "utils/guc.h"
 
 char	   *sbx_database = NULL;

@@ -26,7 +26,7 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_spi.h"
 #include "storage/ipc.h"

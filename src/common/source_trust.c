@@ -44,7 +44,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "utils/builtins.h"
 

@@ -12,7 +12,7 @@
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 
 /* Raise the "must not be null" error for argument n when it is NULL. */
 void

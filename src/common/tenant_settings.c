@@ -22,7 +22,7 @@
 #include <limits.h>
 
 #include "access/twophase.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "utils/guc.h"
 
 int			sbx_max_connections_per_sandbox = 10;

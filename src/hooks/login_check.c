@@ -26,7 +26,7 @@
 #include "libpq/auth.h"
 #include "libpq/libpq-be.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_hooks.h"
 #include "sbx_shmem.h"
 #include "tcop/utility.h"

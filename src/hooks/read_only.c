@@ -43,7 +43,7 @@
 #include "access/xact.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_hooks.h"
 #include "tcop/utility.h"
 

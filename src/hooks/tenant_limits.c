@@ -41,7 +41,7 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_hooks.h"
 #include "sbx_shmem.h"
 #include "storage/proc.h"

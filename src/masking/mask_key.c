@@ -33,7 +33,7 @@
 #include "common/md5.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "storage/fd.h"

@@ -10,7 +10,7 @@
 #include "postgres.h"
 
 #include "libpq-fe.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "utils/builtins.h"

@@ -17,7 +17,7 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "mb/pg_wchar.h"
 #include "nodes/parsenodes.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "utils/builtins.h"

@@ -41,8 +41,8 @@
 
 #include "common/hashfn.h"
 #include "libpq-fe.h"
-#include "pgsandbox.h"
 #include "pgstat.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "utils/builtins.h"

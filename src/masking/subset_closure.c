@@ -23,8 +23,8 @@
 
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
-#include "pgsandbox.h"
 #include "pgstat.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 #include "storage/itemptr.h"

@@ -10,7 +10,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
 

@@ -17,7 +17,7 @@
  */
 #include "postgres.h"
 
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"

@@ -31,7 +31,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "storage/ipc.h"

@@ -20,7 +20,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "utils/builtins.h"

@@ -19,7 +19,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_roles.h"
 #include "sbx_shmem.h"
 #include "utils/builtins.h"

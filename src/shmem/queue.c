@@ -24,7 +24,7 @@
 
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"

@@ -28,7 +28,7 @@
 #include "libpq/crypt.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_masking.h"
 #include "sbx_roles.h"
 #include "sbx_shmem.h"

@@ -38,7 +38,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "storage/procarray.h"

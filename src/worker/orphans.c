@@ -35,7 +35,7 @@
 #include "common/file_utils.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "storage/fd.h"

@@ -21,7 +21,7 @@
 
 #include "executor/spi.h"
 #include "libpq/crypt.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"

@@ -7,7 +7,9 @@
  *	  a time.
  *
  * It sits above what it finishes: clones (lifecycle.c), drops (drop.c),
- * resets and saves (reset.c).
+ * resets and saves (reset.c).  A sandbox whose reconciliation or clean-up
+ * fails is tried again later: the list of those is kept here, and the
+ * reconciliation timer (timers.c) runs a round over it.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,10 +17,14 @@
 
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+
+/* ids (text) still to reconcile; in sbx_worker_cxt */
+static List *sbx_reconcile_ids = NIL;
 
 /*
  * Clone workers of a previous run may still be running (this worker
@@ -138,4 +144,52 @@ sbx_reconcile_one(int64 sandbox_id)
 			ereport(LOG,
 					(errmsg("finished dropping sandbox \"%s\", whose database was gone", name)));
 	}
+}
+
+/* Reconcile this sandbox again later (its clean-up failed now). */
+void
+sbx_reconcile_later(int64 sandbox_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(sbx_worker_cxt);
+
+	sbx_reconcile_ids = lappend(sbx_reconcile_ids,
+								psprintf(INT64_FORMAT, sandbox_id));
+	MemoryContextSwitchTo(old);
+}
+
+/* Whether a sandbox waits to be reconciled again. */
+bool
+sbx_reconcile_pending(void)
+{
+	return sbx_reconcile_ids != NIL;
+}
+
+static void
+sbx_reconcile_one_step(void *arg)
+{
+	sbx_reconcile_one(*(int64 *) arg);
+}
+
+/*
+ * A round of reconciliation: each sandbox waiting is tried once.  One that
+ * fails is logged and goes back on the list, for the next round.
+ */
+void
+sbx_reconcile_round(void)
+{
+	List	   *ids = sbx_reconcile_ids;
+	ListCell   *lc;
+
+	sbx_reconcile_ids = NIL;
+	foreach(lc, ids)
+	{
+		int64		id = pg_strtoint64(lfirst(lc));
+		char	   *what = psprintf("could not reconcile sandbox " INT64_FORMAT
+									", will try again later", id);
+
+		if (!sbx_try_or_warn(sbx_reconcile_one_step, &id, what))
+			sbx_reconcile_later(id);
+		pfree(what);
+	}
+	list_free_deep(ids);
 }

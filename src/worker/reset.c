@@ -34,7 +34,7 @@
 #include "executor/spi.h"
 #include "libpq/crypt.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_masking.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"

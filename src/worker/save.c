@@ -30,7 +30,7 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"

@@ -13,7 +13,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
 #include "utils/builtins.h"

@@ -29,7 +29,7 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgsandbox.h"
+#include "sbx_common.h"
 #include "sbx_roles.h"
 #include "sbx_schedule.h"
 #include "sbx_shmem.h"

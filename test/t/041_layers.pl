@@ -101,7 +101,7 @@ is(join("\n", @circles), '', 'no files call each other, directly or in a circle'
 
 # each header declares the functions of one layer
 my %header_layer = (
-	'pgsandbox.h' => 'common',
+	'sbx_common.h' => 'common',
 	'sbx_roles.h' => 'common',
 	'sbx_spi.h' => 'common',
 	'sbx_schedule.h' => 'common',

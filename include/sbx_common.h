@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * pgsandbox.h
+ * sbx_common.h
  *	  What every part of pgsandbox shares: its limits and names, its
  *	  settings, which version of the catalog it serves, and a database's
  *	  encoding and locale.
@@ -16,8 +16,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef PGSANDBOX_H
-#define PGSANDBOX_H
+#ifndef SBX_COMMON_H
+#define SBX_COMMON_H
 
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
@@ -154,4 +154,4 @@ typedef struct SbxLocale
 typedef struct pg_conn PGconn;
 typedef struct pg_result PGresult;
 
-#endif							/* PGSANDBOX_H */
+#endif							/* SBX_COMMON_H */
