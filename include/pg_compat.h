@@ -73,10 +73,19 @@
 #endif
 
 /*
- * PostgreSQL 16 made HaveNFreeProcs() also tell how many slots are free.
+ * PostgreSQL 16 made HaveNFreeProcs() also tell how many slots are free,
+ * which it always writes.
  */
 #if PG_VERSION_NUM >= PG_VERSION_16
-#define sbx_have_n_free_procs_compat(n) HaveNFreeProcs((n), NULL)
+#include "storage/proc.h"
+
+static inline bool
+sbx_have_n_free_procs_compat(int n)
+{
+	int			nfree;
+
+	return HaveNFreeProcs(n, &nfree);
+}
 #else
 #define sbx_have_n_free_procs_compat(n) HaveNFreeProcs(n)
 #endif
