@@ -191,7 +191,7 @@ reload_with('pgsandbox.max_connections_per_sandbox = 4');
 # ---------------------------------------------------------------------
 ($ret, $out, $err) = sandbox_psql($node, $a_conn, q{SET work_mem = '64kB';
 SELECT count(*) FROM (SELECT g, md5(g::text) FROM generate_series(1, 200000) g ORDER BY 2) s;});
-like($err, qr/temporary file size exceeds temp_file_limit \(1024kB\)/,
+like($err, qr/temporary file size exceeds "?temp_file_limit"? \(1024kB\)/,
 	'a sort spilling past temp_file_limit fails with PostgreSQL\'s error');
 is(in_sandbox($a_conn, 'SELECT count(*) FROM t'), '1000', 'and the sandbox answers the next query');
 ($ret, $out, $err) = sandbox_psql($node, $a_conn, q{SET temp_file_limit = '10GB'});
