@@ -80,10 +80,12 @@ for v in $versions; do
 		rm -rf "$src/debian"
 		cp -a "$top/debian" "$src/debian"
 		sed -i "1s/^pgsandbox ([^)]*)/pgsandbox ($version.0)/" "$src/debian/changelog"
-		# the examples that tree has
-		(cd "$src" && for f in $(cat debian/examples); do if [ -e "$f" ]; then echo "$f"; fi; done) \
-			> "$src/debian/examples.new"
-		mv "$src/debian/examples.new" "$src/debian/examples"
+		# the examples and documents that tree has
+		for list in examples docs; do
+			(cd "$src" && for f in $(cat "debian/$list"); do if [ -e "$f" ]; then echo "$f"; fi; done) \
+				> "$src/debian/$list.new"
+			mv "$src/debian/$list.new" "$src/debian/$list"
+		done
 	elif git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
 		git -C "$top" archive HEAD | tar -C "$src" -xf -
 	else
