@@ -26,11 +26,7 @@ my $su = superuser_name();
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
 # the same, for a server that may be restarting: '' on error
-sub try_sq
-{
-	my ($ret, $out) = $node->psql('postgres', $_[0]);
-	return $ret == 0 ? $out : '';
-}
+sub try_sq { return try_psql($node, 'postgres', $_[0]); }
 
 $node->safe_psql('postgres', 'CREATE DATABASE shop');
 $node->safe_psql(

@@ -202,11 +202,7 @@ sub copy_waits_for_checkpoint
 		30);
 }
 
-sub try_sq
-{
-	my ($ret, $out) = $node->psql('postgres', $_[0]);
-	return $ret == 0 ? $out : '';
-}
+sub try_sq { return try_psql($node, 'postgres', $_[0]); }
 
 my $checkpointer = stop_checkpointer();
 my $h = start_psql($node, 'dbname=postgres', q{SELECT name FROM pgsandbox.clone('thin', schema_only => false)});

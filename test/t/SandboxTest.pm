@@ -21,7 +21,7 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(
   sandbox_node superuser_name
   sandbox_psql start_psql finish_psql
-  wait_until poll_value
+  wait_until poll_value try_psql
   clone_worker_pids child_processes process_alive wait_for_clone_children
   check_clone_cleaned_up processes_matching
   tmp_entries sandbox_leftovers untracked_sandboxes
@@ -166,6 +166,17 @@ sub wait_until
 	}
 }
 
+# Run $sql in database $db: its output, or '' if it failed or the server
+# is away.  A psql that cannot connect (the server restarting after a
+# crash) exits without reading its input, and IPC::Run dies of the broken
+# pipe: that is caught here too.
+sub try_psql
+{
+	my ($node, $db, $sql) = @_;
+	my ($ret, $out) = eval { $node->psql($db, $sql) };
+	return defined $ret && $ret == 0 ? $out : '';
+}
+
 # Run $sql in "postgres" until it prints $expected (or $timeout seconds
 # pass); returns the last output.
 sub poll_value
@@ -174,9 +185,8 @@ sub poll_value
 	my $out;
 	wait_until(
 		sub {
-			my ($ret, $stdout) = $node->psql('postgres', $sql);
-			$out = $stdout;
-			return $ret == 0 && $stdout eq $expected;
+			$out = try_psql($node, 'postgres', $sql);
+			return $out eq $expected;
 		},
 		$timeout);
 	return $out;
