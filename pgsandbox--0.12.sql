@@ -61,6 +61,27 @@ BEGIN
 END
 $$;
 
+/*
+ * pgsandbox_live, the owner of live snapshots' subscriptions (live.c): their
+ * apply runs as it, a member of each live snapshot's role, with no login
+ * but that of the apply (the login check refuses every client), no
+ * password, and no privilege outside those snapshots.  A role of that name
+ * that pgsandbox did not make is refused.
+ */
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgsandbox_live') THEN
+		CREATE ROLE pgsandbox_live NOLOGIN BYPASSRLS;
+		COMMENT ON ROLE pgsandbox_live IS 'pgsandbox: owns the subscriptions of live snapshots';
+	ELSIF pg_catalog.shobj_description('pgsandbox_live'::pg_catalog.regrole, 'pg_authid')
+		  IS DISTINCT FROM 'pgsandbox: owns the subscriptions of live snapshots' THEN
+		RAISE EXCEPTION 'role "pgsandbox_live" exists, and pgsandbox did not make it'
+			USING ERRCODE = 'duplicate_object',
+				  HINT = 'Drop or rename the role, then create or update the extension.';
+	END IF;
+END
+$$;
+
 GRANT USAGE ON SCHEMA pgsandbox TO pgsandbox_admin, pgsandbox_user;
 
 CREATE SEQUENCE pgsandbox.source_generation;
@@ -89,7 +110,10 @@ CREATE TABLE pgsandbox.source (
 	allow_statistics boolean NOT NULL DEFAULT false,
 	-- roles whose code pgsandbox may run when it plans a query on the
 	-- source's tables, besides superusers and the source's login
-	trusted_owners text[] NOT NULL DEFAULT '{}'
+	trusted_owners text[] NOT NULL DEFAULT '{}',
+	-- a live source: its data snapshot follows it by logical replication
+	-- from this publication
+	live_publication text
 );
 
 -- Every sandbox ever made, written only by the lifecycle worker.
@@ -160,7 +184,18 @@ CREATE TABLE pgsandbox.sandbox (
 	objects_digest text,
 	-- the OID its database is made with, recorded before it is made: what a
 	-- crash leaves of it is known to be pgsandbox's, and removed
-	planned_db_oid oid
+	planned_db_oid oid,
+	-- a live snapshot: it follows its source through a subscription in its
+	-- database and a slot of this name on the source; the worker records
+	-- how far it has applied (the source's time up to which every change
+	-- is in) and how far behind the source it is, and the apply errors it
+	-- has seen; live_tables: the tables its publication published, counted
+	-- and hashed by name
+	live_slot	text,
+	live_tables	text,
+	live_as_of	timestamptz,
+	live_lag_bytes bigint,
+	live_errors	bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -190,7 +225,8 @@ CREATE TABLE pgsandbox.event (
 								  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
 								  'handout', 'pool_fill', 'protect', 'unprotect',
 								  'read_only', 'reset', 'reset_failed', 'save', 'blocked',
-								  'refused', 'session_ended', 'prepared_rolled_back')),
+								  'refused', 'session_ended', 'prepared_rolled_back',
+								  'live_rebuild', 'live_lag')),
 	actor		text NOT NULL,
 	detail		text
 );
@@ -260,7 +296,7 @@ COMMENT ON FUNCTION pgsandbox._caller_is_admin() IS
 -- keeps a caller's own functions from seeing the others first.
 CREATE VIEW pgsandbox.sources WITH (security_barrier) AS
 	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at,
-		   s.allow_statistics, s.trusted_owners
+		   s.allow_statistics, s.trusted_owners, s.live_publication
 	  FROM pgsandbox.source s
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
@@ -433,6 +469,22 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.trust_owners(text, text[]) IS
 	'Name the roles of a source whose tables and functions pgsandbox may plan queries on, besides superusers and the source''s login (an empty array trusts none)';
 
+CREATE FUNCTION pgsandbox.set_live(source text, publication text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_set_live'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.set_live(text, text) IS
+	'Make a source live: its data snapshot follows it by logical replication from the publication, through a slot pgsandbox makes on the source';
+
+CREATE FUNCTION pgsandbox.unset_live(source text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unset_live'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unset_live(text) IS
+	'Stop following a live source: its subscription and the slot pgsandbox made go with its live snapshot';
+
 CREATE FUNCTION pgsandbox.grant_source(source text, grantee regrole)
 RETURNS void
 AS 'MODULE_PATHNAME', 'pgsandbox_grant_source'
@@ -599,6 +651,8 @@ REVOKE ALL ON FUNCTION
 	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
 	pgsandbox.trust_owners(text, text[]),
+	pgsandbox.set_live(text, text),
+	pgsandbox.unset_live(text),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor(),
@@ -630,6 +684,8 @@ GRANT EXECUTE ON FUNCTION
 	pgsandbox.add_source(text, text, boolean, boolean),
 	pgsandbox.remove_source(text),
 	pgsandbox.trust_owners(text, text[]),
+	pgsandbox.set_live(text, text),
+	pgsandbox.unset_live(text),
 	pgsandbox.grant_source(text, regrole),
 	pgsandbox.revoke_source(text, regrole),
 	pgsandbox.doctor()
@@ -669,10 +725,13 @@ CREATE VIEW pgsandbox.snapshots WITH (security_barrier) AS
 				WHEN b.building THEN 'building'
 				WHEN p.last_error IS NOT NULL THEN 'failed' END AS status,
 		   r.data_as_of AS taken_at, r.size_bytes, p.schedule, p.next_run_at,
-		   p.last_error
+		   p.last_error, r.live_slot IS NOT NULL AS live, r.live_as_of,
+		   r.live_lag_bytes
 	  FROM pgsandbox.snapshot_plan p
 	  LEFT JOIN LATERAL (
-			SELECT s.id, s.data_as_of, s.size_bytes FROM pgsandbox.sandbox s
+			SELECT s.id, s.data_as_of, s.size_bytes, s.live_slot, s.live_as_of,
+				   s.live_lag_bytes
+			  FROM pgsandbox.sandbox s
 			 WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL
 			   AND s.source = p.source AND s.schema_only = p.schema_only
 			 ORDER BY s.id DESC LIMIT 1) r ON true
@@ -835,7 +894,23 @@ CREATE VIEW pgsandbox.metrics AS
 	UNION ALL
 	SELECT 'pgsandbox_connection_slots_reserved', '{}'::jsonb,
 		   COALESCE(pg_catalog.current_setting('pgsandbox.reserved_connections', true),
-					'0')::double precision;
+					'0')::double precision
+	UNION ALL
+	-- live snapshots (0.12), as the worker last measured them: how far
+	-- behind their source they are, in the source's WAL and in time (since
+	-- the source's time up to which every change is applied)
+	SELECT 'pgsandbox_live_lag_bytes', pg_catalog.jsonb_build_object('source', s.source),
+		   s.live_lag_bytes::double precision
+	  FROM pgsandbox._current_snapshots() cs
+	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	 WHERE s.live_slot IS NOT NULL AND s.live_lag_bytes IS NOT NULL
+	UNION ALL
+	SELECT 'pgsandbox_live_lag_seconds', pg_catalog.jsonb_build_object('source', s.source),
+		   GREATEST(0, pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+						COALESCE(s.live_as_of, s.data_as_of)))
+	  FROM pgsandbox._current_snapshots() cs
+	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	 WHERE s.live_slot IS NOT NULL;
 COMMENT ON VIEW pgsandbox.metrics IS
 	'Prometheus-style series of pgsandbox''s state and counters (for admins and pg_monitor)';
 REVOKE ALL ON pgsandbox.metrics FROM PUBLIC;

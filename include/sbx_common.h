@@ -45,6 +45,7 @@
 #define SBX_ADMIN_GROUP			"pgsandbox_admin"
 #define SBX_USER_GROUP			"pgsandbox_user"
 #define SBX_READER_ROLE			"pgsandbox_reader"	/* reads local sources */
+#define SBX_LIVE_ROLE			"pgsandbox_live"	/* owns live subscriptions */
 #define SBX_WORKER_ACTOR		"pgsandbox worker"
 #define SBX_TMP_DIR				"pgsandbox_tmp" /* in the data directory */
 
@@ -75,6 +76,8 @@ extern int	sbx_max_sandbox_size;	/* MB; 0: off */
 extern int	sbx_size_check_interval;
 extern bool sbx_read_only_setting;	/* pgsandbox.read_only */
 extern int	sbx_lock_timeout;		/* ms */
+extern int	sbx_live_catchup_timeout;	/* ms */
+extern int	sbx_live_max_lag;	/* s */
 extern char *sbx_dump_compression;	/* pg_dump's --compress */
 extern int	sbx_clone_jobs;			/* jobs of a parallel dump and restore */
 extern int	sbx_parallel_min_size;	/* MB: a smaller source streams */
@@ -130,6 +133,7 @@ extern bool sbx_catalog_has_trust(void);
 extern bool sbx_catalog_has_tenants(void);
 extern bool sbx_catalog_has_digests(void);
 extern bool sbx_catalog_has_orphans(void);
+extern bool sbx_catalog_has_live(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
@@ -153,5 +157,16 @@ typedef struct SbxLocale
 /* libpq's connection and result, for the layers that pass them around */
 typedef struct pg_conn PGconn;
 typedef struct pg_result PGresult;
+
+/* starting dynamic workers of this module (dynworker.c) */
+struct BackgroundWorker;
+struct BackgroundWorkerHandle;
+extern struct BackgroundWorkerHandle *sbx_start_dynamic_worker(const char *function,
+															   const char *type,
+															   const char *name,
+															   Datum arg,
+															   const void *extra,
+															   Size extra_len);
+extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
 
 #endif							/* SBX_COMMON_H */

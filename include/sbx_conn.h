@@ -55,6 +55,10 @@ extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
 									  bool require_password, int connect_timeout,
 									  int *sqlerrcode, char **message,
 									  char **detail);
+extern PGconn *sbx_source_try_connect_as(const char *name, const char *conninfo,
+										 bool require_password, int connect_timeout,
+										 bool replication, int *sqlerrcode,
+										 char **message, char **detail);
 extern PGconn *sbx_source_open(const char *name, const char *conninfo,
 							   bool require_password);
 
@@ -141,6 +145,7 @@ extern void sbx_conninfo_validate(const char *conninfo, bool trusted,
 extern void sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 								   const char ***keywords,
 								   const char ***values);
+extern char *sbx_conninfo_for_subscription(const char *conninfo);
 extern char **sbx_conninfo_to_env(const char *conninfo);
 extern bool sbx_conninfo_local_default(const char *conninfo);
 extern char *sbx_conninfo_password(const char *conninfo);
@@ -173,5 +178,36 @@ extern char *sbx_child_output(const char *label, char *const argv[],
 extern bool sbx_child_broken_pipe(const SbxChild *child);
 extern char *sbx_child_describe_failure(const SbxChild *child,
 										const char *const *secrets);
+
+/* what a live snapshot needs of its source (live_slots.c) */
+extern PGconn *sbx_live_slot_create(const char *name, const char *conninfo,
+									bool require_password, const char *slot,
+									char **snapshot);
+extern bool sbx_live_slot_drop(const char *name, const char *conninfo,
+							   bool require_password, const char *slot,
+							   int timeout, char **why);
+typedef struct SbxLiveProbe
+{
+	char	   *lsn;			/* the source's WAL position, as text */
+	char	   *now;			/* its time, as text */
+	int64		retained;		/* WAL bytes the slot keeps, -1: no slot */
+	char	   *tables;			/* tables published, counted and hashed; NULL:
+								 * no publication */
+	char	   *why;			/* why it could not be reached */
+} SbxLiveProbe;
+extern bool sbx_live_probe(const char *name, const char *conninfo,
+						   bool require_password, const char *slot,
+						   const char *publication, int timeout, SbxLiveProbe *probe);
+
+/* commands on a live snapshot's subscription, in its database (live_command.c) */
+typedef enum SbxLiveCommand
+{
+	SBX_LIVE_PAUSE,				/* DISABLE, and wait for the apply to go */
+	SBX_LIVE_RESUME,			/* ENABLE */
+	SBX_LIVE_DETACH				/* DISABLE, no slot, DROP SUBSCRIPTION */
+} SbxLiveCommand;
+extern void sbx_live_command(Oid dboid, const char *name, const char *subscription,
+							 SbxLiveCommand command);
+extern PGDLLEXPORT void sbx_live_worker_main(Datum main_arg);
 
 #endif							/* SBX_CONN_H */

@@ -112,6 +112,7 @@ extern void sbx_check_rule_rights(const char *expression, const char *what);
 extern void sbx_begin_rule_check(PGconn *conn, const char *source);
 extern void sbx_lock_source(const char *source);
 extern void sbx_rules_changed(const char *source);
+extern void sbx_refuse_rule_if_live(const char *source, const char *kind);
 extern void sbx_check_rules_size(const char *source, const char *kind, const char *target,
 								 int more);
 extern void sbx_remove_rule(const char *source, const char *kind, const char *target,

@@ -204,6 +204,17 @@ typedef struct SbxCloneJob
 								 * first (orphans.c); InvalidOid: any */
 	char		copy_how[SBX_COPY_HOW_MAX]; /* the strategy the copy took, for
 											 * its event */
+	bool		snapshot_live;	/* the snapshot copied follows its source:
+								 * its apply is paused for the copy */
+
+	/*
+	 * A live snapshot's build: the publication it follows, and the slot it
+	 * makes on the source (recorded in its row first, live_slots.c).
+	 */
+	char		live_publication[NAMEDATALEN];
+	char		live_slot[NAMEDATALEN];
+	char		live_tables[SBX_DIGEST_MAX];	/* what it publishes, counted and
+												 * hashed by name */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
 	char		objects_digest[SBX_DIGEST_MAX]; /* what it holds, counted and
@@ -272,6 +283,20 @@ typedef struct SbxProgress
 	TimestampTz started;
 } SbxProgress;
 
+/*
+ * A live snapshot's apply, paused for copies of its database (live_pauses.c):
+ * the first copy pauses it, the last one resumes it, and those in between
+ * share the pause and its data_as_of.
+ */
+typedef struct SbxLivePause
+{
+	int64		snapshot_id;	/* 0: a free entry */
+	int			copies;			/* copies that hold the pause */
+	bool		paused;			/* the apply is stopped: copies may go */
+	TimestampTz as_of;			/* every change of the source before it is in */
+	TimestampTz since;			/* when the pause began */
+} SbxLivePause;
+
 typedef struct SbxShared
 {
 	LWLock	   *lock;			/* protects everything below */
@@ -281,6 +306,7 @@ typedef struct SbxShared
 	int			nrequests;
 	SbxCloneJob jobs[SBX_MAX_CLONE_JOBS];
 	SbxProgress progress[SBX_MAX_CLONE_JOBS];
+	SbxLivePause live_pauses[SBX_MAX_CLONE_JOBS];
 	SbxRequest	requests[FLEXIBLE_ARRAY_MEMBER];
 } SbxShared;
 
@@ -325,6 +351,18 @@ extern void sbx_note_refusal(Oid role, SbxRefusal why);
 extern TimestampTz sbx_pending_login(Oid role);
 extern bool sbx_usage_full(void);
 extern void sbx_usage_flush(void);
+
+/* live snapshots' apply, paused for copies (live_pauses.c) */
+typedef enum SbxPauseTurn
+{
+	SBX_PAUSE_MINE,				/* this copy pauses the apply */
+	SBX_PAUSE_SHARED,			/* the apply is paused: copy now */
+	SBX_PAUSE_WAIT				/* another copy is pausing it: ask again */
+} SbxPauseTurn;
+extern SbxPauseTurn sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of);
+extern void sbx_live_pause_ready(int64 snapshot_id, TimestampTz as_of);
+extern bool sbx_live_pause_leave(int64 snapshot_id, double *paused_secs);
+extern bool sbx_live_pause_held(int64 snapshot_id);
 
 /* the metrics' counters (metrics.c) */
 extern void sbx_count_clone(const char *method, double seconds);

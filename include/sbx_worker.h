@@ -15,17 +15,6 @@
 
 struct ErrorData;
 
-/* starting dynamic workers of this module (dynworker.c) */
-struct BackgroundWorker;
-struct BackgroundWorkerHandle;
-extern struct BackgroundWorkerHandle *sbx_start_dynamic_worker(const char *function,
-															   const char *type,
-															   const char *name,
-															   Datum arg,
-															   const void *extra,
-															   Size extra_len);
-extern bool sbx_dynamic_worker_stopped(struct BackgroundWorkerHandle *handle);
-
 /* the lifecycle worker (worker.c) */
 extern void sbx_register_lifecycle_worker(void);
 extern PGDLLEXPORT void sbx_lifecycle_worker_main(Datum main_arg);
@@ -79,6 +68,7 @@ typedef struct SbxSnapshotRef
 	char		role[NAMEDATALEN];	/* the role that owns its objects */
 	TimestampTz data_as_of;
 	int64		size_bytes;
+	bool		live;			/* it follows its source (live.c) */
 } SbxSnapshotRef;
 
 /* what to clone, and for how long */
@@ -270,6 +260,12 @@ extern void sbx_serve_parked(void);
 extern bool sbx_drop_parked(const char *name);
 extern bool sbx_drops_parked(void);
 extern void sbx_answer_serving(struct ErrorData *edata);
+
+/* live snapshots, as the worker keeps them (live.c) */
+extern void sbx_lock_live_snapshot(const char *name, int64 id, const char *tables);
+extern bool sbx_live_next_build(char *source);
+extern bool sbx_live_step(void);
+extern void sbx_live_detach_database(Oid dboid, const char *name);
 
 /* the lifecycle worker's timers (timers.c) */
 extern PGDLLIMPORT bool sbx_background_waits;	/* upkeep waits for a job */

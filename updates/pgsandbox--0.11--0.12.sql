@@ -25,10 +25,12 @@ $$;
 -- The roles whose code pgsandbox may run when it plans a query on a
 -- source's tables (source_trust.c), and the function that names them.
 ALTER TABLE pgsandbox.source ADD COLUMN trusted_owners text[] NOT NULL DEFAULT '{}';
+-- Live sources: a publication to follow.
+ALTER TABLE pgsandbox.source ADD COLUMN live_publication text;
 
 CREATE OR REPLACE VIEW pgsandbox.sources WITH (security_barrier) AS
 	SELECT s.name, s.allow_data, s.host, s.port, s.dbname, s."user", s.added_at,
-		   s.allow_statistics, s.trusted_owners
+		   s.allow_statistics, s.trusted_owners, s.live_publication
 	  FROM pgsandbox.source s
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
@@ -55,13 +57,20 @@ ALTER TABLE pgsandbox.sandbox ADD COLUMN connection_limit integer;
 ALTER TABLE pgsandbox.sandbox ADD COLUMN objects_digest text;
 -- The OID a database is made with, recorded before it is made (orphans.c).
 ALTER TABLE pgsandbox.sandbox ADD COLUMN planned_db_oid oid;
+-- A live snapshot's slot, how far it has applied and how far behind it is.
+ALTER TABLE pgsandbox.sandbox ADD COLUMN live_slot text;
+ALTER TABLE pgsandbox.sandbox ADD COLUMN live_tables text;
+ALTER TABLE pgsandbox.sandbox ADD COLUMN live_as_of timestamptz;
+ALTER TABLE pgsandbox.sandbox ADD COLUMN live_lag_bytes bigint;
+ALTER TABLE pgsandbox.sandbox ADD COLUMN live_errors bigint NOT NULL DEFAULT 0;
 ALTER TABLE pgsandbox.event DROP CONSTRAINT event_action_check;
 ALTER TABLE pgsandbox.event ADD CONSTRAINT event_action_check
 	CHECK (action IN ('clone', 'ready', 'failed', 'drop', 'expire',
 					  'cleanup', 'extend', 'snapshot', 'snapshot_failed',
 					  'handout', 'pool_fill', 'protect', 'unprotect',
 					  'read_only', 'reset', 'reset_failed', 'save', 'blocked',
-					  'refused', 'session_ended', 'prepared_rolled_back'));
+					  'refused', 'session_ended', 'prepared_rolled_back',
+					  'live_rebuild', 'live_lag'));
 
 -- What the servers said of a failed clone is for admins: others read the
 -- step that failed, the first line.  A sandbox's cap, sessions and
@@ -235,4 +244,84 @@ CREATE OR REPLACE VIEW pgsandbox.metrics AS
 	UNION ALL
 	SELECT 'pgsandbox_connection_slots_reserved', '{}'::jsonb,
 		   COALESCE(pg_catalog.current_setting('pgsandbox.reserved_connections', true),
-					'0')::double precision;
+					'0')::double precision
+	UNION ALL
+	-- live snapshots (0.12), as the worker last measured them: how far
+	-- behind their source they are, in the source's WAL and in time (since
+	-- the source's time up to which every change is applied)
+	SELECT 'pgsandbox_live_lag_bytes', pg_catalog.jsonb_build_object('source', s.source),
+		   s.live_lag_bytes::double precision
+	  FROM pgsandbox._current_snapshots() cs
+	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	 WHERE s.live_slot IS NOT NULL AND s.live_lag_bytes IS NOT NULL
+	UNION ALL
+	SELECT 'pgsandbox_live_lag_seconds', pg_catalog.jsonb_build_object('source', s.source),
+		   GREATEST(0, pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
+						COALESCE(s.live_as_of, s.data_as_of)))
+	  FROM pgsandbox._current_snapshots() cs
+	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	 WHERE s.live_slot IS NOT NULL;
+
+/*
+ * pgsandbox_live, the owner of live snapshots' subscriptions (live.c): their
+ * apply runs as it, a member of each live snapshot's role, with no login
+ * but that of the apply (the login check refuses every client), no
+ * password, and no privilege outside those snapshots.  A role of that name
+ * that pgsandbox did not make is refused.
+ */
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgsandbox_live') THEN
+		CREATE ROLE pgsandbox_live NOLOGIN BYPASSRLS;
+		COMMENT ON ROLE pgsandbox_live IS 'pgsandbox: owns the subscriptions of live snapshots';
+	ELSIF pg_catalog.shobj_description('pgsandbox_live'::pg_catalog.regrole, 'pg_authid')
+		  IS DISTINCT FROM 'pgsandbox: owns the subscriptions of live snapshots' THEN
+		RAISE EXCEPTION 'role "pgsandbox_live" exists, and pgsandbox did not make it'
+			USING ERRCODE = 'duplicate_object',
+				  HINT = 'Drop or rename the role, then create or update the extension.';
+	END IF;
+END
+$$;
+
+-- Live sources (set_live, unset_live) and live snapshots in the snapshots
+-- view.
+CREATE FUNCTION pgsandbox.set_live(source text, publication text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_set_live'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.set_live(text, text) IS
+	'Make a source live: its data snapshot follows it by logical replication from the publication, through a slot pgsandbox makes on the source';
+CREATE FUNCTION pgsandbox.unset_live(source text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unset_live'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unset_live(text) IS
+	'Stop following a live source: its subscription and the slot pgsandbox made go with its live snapshot';
+REVOKE ALL ON FUNCTION pgsandbox.set_live(text, text), pgsandbox.unset_live(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgsandbox.set_live(text, text), pgsandbox.unset_live(text)
+	TO pgsandbox_admin;
+
+CREATE OR REPLACE VIEW pgsandbox.snapshots WITH (security_barrier) AS
+	SELECT p.source, p.schema_only,
+		   CASE WHEN r.id IS NOT NULL THEN 'ready'
+				WHEN b.building THEN 'building'
+				WHEN p.last_error IS NOT NULL THEN 'failed' END AS status,
+		   r.data_as_of AS taken_at, r.size_bytes, p.schedule, p.next_run_at,
+		   p.last_error, r.live_slot IS NOT NULL AS live, r.live_as_of,
+		   r.live_lag_bytes
+	  FROM pgsandbox.snapshot_plan p
+	  LEFT JOIN LATERAL (
+			SELECT s.id, s.data_as_of, s.size_bytes, s.live_slot, s.live_as_of,
+				   s.live_lag_bytes
+			  FROM pgsandbox.sandbox s
+			 WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL
+			   AND s.source = p.source AND s.schema_only = p.schema_only
+			 ORDER BY s.id DESC LIMIT 1) r ON true
+	  CROSS JOIN LATERAL (
+			SELECT EXISTS (SELECT 1 FROM pgsandbox.sandbox s
+							WHERE s.kind = 'snapshot' AND s.status = 'cloning'
+							  AND s.source = p.source AND s.schema_only = p.schema_only)
+			AS building) b
+	 WHERE pgsandbox._caller_is_admin();

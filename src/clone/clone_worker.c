@@ -170,9 +170,7 @@ sbx_source_read(void)
 }
 
 /* Add a sentence to the notes the 'ready' event records. */
-static void sbx_note(const char *fmt,...) pg_attribute_printf(1, 2);
-
-static void
+void
 sbx_note(const char *fmt,...)
 {
 	char		buf[SBX_DETAIL_MAX];
@@ -780,10 +778,21 @@ sbx_open_reader(void)
 		const char *what = psprintf("could not read source \"%s\"", sbx_job.source);
 
 		sbx_source_read_begin(reader, what);
-		res = sbx_remote_exec(reader, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
-							  PGRES_TUPLES_OK, what);
-		sbx_dump_snapshot = MemoryContextStrdup(TopMemoryContext, PQgetvalue(res, 0, 0));
-		PQclear(res);
+		if (sbx_dump_snapshot != NULL)
+		{
+			/* a live build's: the snapshot of its slot's consistent point */
+			PQclear(sbx_remote_exec(reader,
+									psprintf("SET TRANSACTION SNAPSHOT %s",
+											 quote_literal_cstr(sbx_dump_snapshot)),
+									0, NULL, PGRES_COMMAND_OK, what));
+		}
+		else
+		{
+			res = sbx_remote_exec(reader, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
+								  PGRES_TUPLES_OK, what);
+			sbx_dump_snapshot = MemoryContextStrdup(TopMemoryContext, PQgetvalue(res, 0, 0));
+			PQclear(res);
+		}
 	}
 	PG_CATCH();
 	{
@@ -801,16 +810,21 @@ sbx_fill_sandbox(void)
 	char	  **dump_env;
 	char	  **restore_env;
 	bool		masked = sbx_job.masked && !sbx_job.schema_only;
+	bool		live = sbx_job.live_slot[0] != '\0';
 	PGconn	   *volatile reader = NULL;
 
 	dump_env = sbx_child_environment(sbx_job.conninfo, sbx_job.require_password,
 									 NULL, NULL, NULL);
 	restore_env = sbx_child_environment(NULL, false, sbx_job.name,
 										sbx_job.password, sbx_job.dbname);
-	if (!masked)
-		reader = sbx_open_reader();
+	/* a live build reads its slot's snapshot (live_copy.c) */
+	if (live)
+		sbx_dump_snapshot = MemoryContextStrdup(TopMemoryContext,
+												sbx_live_build_begin(&sbx_job));
 	PG_TRY();
 	{
+		if (!masked)
+			reader = sbx_open_reader();
 		if (sbx_job.stream_early && !masked && sbx_job.extra_slots == 0)
 			info = sbx_stream_first(dump_env, restore_env, reader);
 		else
@@ -820,12 +834,17 @@ sbx_fill_sandbox(void)
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
 		sbx_step(SBX_STEP_VERIFIED);
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		if (reader)
 			libpqsrv_disconnect(reader);
+		if (live)
+			sbx_live_build_end(&sbx_job, true);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (reader)
+		libpqsrv_disconnect(reader);
 	sbx_restore_hint = NULL;
 	sbx_phase(SBX_PHASE_FINISHING, -1);
 	sbx_restore_config_data(info);
@@ -835,6 +854,20 @@ sbx_fill_sandbox(void)
 	if (sbx_jobs > 1)
 		sbx_note("dumped and restored with %d jobs", sbx_jobs);
 	sbx_record_digest();
+	/* last, once nothing can fail the build: its subscription takes the slot */
+	if (live)
+	{
+		PG_TRY();
+		{
+			sbx_live_subscribe(&sbx_job);
+		}
+		PG_CATCH();
+		{
+			sbx_live_build_end(&sbx_job, true);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
 	sbx_step(SBX_STEP_FINISHED);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -953,16 +986,28 @@ sbx_copy_snapshot(void)
 	strategy = sbx_choose_copy_method(sbx_job.snapshot_dboid, sbx_job.copy_how,
 									  sizeof(sbx_job.copy_how));
 	CommitTransactionCommand();
-	/* with the OID the lifecycle worker recorded for it (orphans.c) */
-	sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
-								  " STRATEGY %s ALLOW_CONNECTIONS false%s",
-								  quote_identifier(sbx_job.dbname),
-								  quote_identifier(sbx_job.name),
-								  quote_identifier(sbx_job.snapshot_name),
-								  strategy,
-								  OidIsValid(sbx_job.planned_dboid)
-								  ? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
-						 "pgsandbox: copying a snapshot");
+	/* a live snapshot's apply is paused while it is copied (live_copy.c) */
+	if (sbx_job.snapshot_live)
+		sbx_live_copy_begin(&sbx_job);
+	PG_TRY();
+	{
+		/* with the OID the lifecycle worker recorded for it (orphans.c) */
+		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
+									  " STRATEGY %s ALLOW_CONNECTIONS false%s",
+									  quote_identifier(sbx_job.dbname),
+									  quote_identifier(sbx_job.name),
+									  quote_identifier(sbx_job.snapshot_name),
+									  strategy,
+									  OidIsValid(sbx_job.planned_dboid)
+									  ? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
+							 "pgsandbox: copying a snapshot");
+	}
+	PG_FINALLY();
+	{
+		if (sbx_job.snapshot_live)
+			sbx_live_copy_end(&sbx_job);
+	}
+	PG_END_TRY();
 	sbx_step(SBX_STEP_COPIED);
 }
 
@@ -1013,6 +1058,9 @@ sbx_adopt_copy(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	sbx_apply_settings(settings);
+	/* logical replication does not carry sequences */
+	if (sbx_job.snapshot_live)
+		sbx_live_copy_sequences(&sbx_job);
 	sbx_step(SBX_STEP_OWNED);
 	/* it holds what its snapshot or save recorded (verify.c) */
 	sbx_record_digest();
@@ -1038,6 +1086,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		strlcpy(job->copy_how, sbx_job.copy_how, sizeof(job->copy_how));
 		strlcpy(job->objects_digest, sbx_job.objects_digest, sizeof(job->objects_digest));
 		strlcpy(job->expected_digest, sbx_job.expected_digest, sizeof(job->expected_digest));
+		strlcpy(job->live_tables, sbx_job.live_tables, sizeof(job->live_tables));
 		job->data_as_of = sbx_job.data_as_of;
 		memcpy(job->steps, sbx_job.steps, sizeof(job->steps));
 		job->sqlerrcode = sqlerrcode;

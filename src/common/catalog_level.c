@@ -106,6 +106,13 @@ sbx_catalog_has_orphans(void)
 	return sbx_catalog_has_column("sandbox", "planned_db_oid");
 }
 
+/* 0.12: live sources, whose data snapshot follows them (live_*.c) */
+bool
+sbx_catalog_has_live(void)
+{
+	return sbx_catalog_has_column("source", "live_publication");
+}
+
 /*
  * A condition, in SQL, that snapshot or pool member s was made of source o
  * as it is now, not of an earlier source of the same name: of the same

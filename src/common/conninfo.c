@@ -416,3 +416,37 @@ sbx_redact(const char *text, const char *const *secrets)
 	}
 	return result;
 }
+
+/*
+ * The connection string a live snapshot's subscription connects to its
+ * source with: the parameters of sbx_conninfo_to_params, as for a source
+ * added by a non-superuser (nothing of the server's own identity: the apply
+ * runs as the snapshot's role, and a live source gives its password),
+ * written as keyword='value' pairs.  It holds the password: it is stored
+ * only in pg_subscription, whose connection strings no one but superusers
+ * reads.
+ */
+char *
+sbx_conninfo_for_subscription(const char *conninfo)
+{
+	const char **keywords;
+	const char **values;
+	StringInfoData buf;
+
+	sbx_conninfo_to_params(conninfo, true, &keywords, &values);
+	initStringInfo(&buf);
+	for (int i = 0; keywords[i] != NULL; i++)
+	{
+		appendStringInfo(&buf, "%s%s='", i > 0 ? " " : "", keywords[i]);
+		for (const char *p = values[i]; *p; p++)
+		{
+			if (*p == '\'' || *p == '\\')
+				appendStringInfoChar(&buf, '\\');
+			appendStringInfoChar(&buf, *p);
+		}
+		appendStringInfoChar(&buf, '\'');
+		if (strcmp(keywords[i], "password") == 0)
+			explicit_bzero((char *) values[i], strlen(values[i]));
+	}
+	return buf.data;
+}

@@ -40,6 +40,8 @@ int			sbx_max_sandbox_size = 0;
 int			sbx_size_check_interval = 30;
 bool		sbx_read_only_setting = false;
 int			sbx_lock_timeout = 1000;
+int			sbx_live_catchup_timeout = 5000;
+int			sbx_live_max_lag = 300;
 char	   *sbx_dump_compression = NULL;
 int			sbx_clone_jobs = SBX_DEFAULT_CLONE_JOBS;
 int			sbx_parallel_min_size = SBX_DEFAULT_PARALLEL_MIN_SIZE;
@@ -263,6 +265,24 @@ sbx_define_copy_settings(void)
 							SBX_DEFAULT_FILE_COPY_MIN_SIZE, -1, INT_MAX / 2,
 							PGC_SIGHUP,
 							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.live_catchup_timeout",
+							"Longest a copy of a live snapshot waits for its apply to reach the source's present before it pauses it.",
+							"A copy that waited this long holds what the apply had reached, and its data_as_of says so.",
+							&sbx_live_catchup_timeout,
+							5000, 0, 600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.live_max_lag",
+							"How far behind its source a live snapshot may fall before a live_lag event says so.",
+							"0 turns the events off.",
+							&sbx_live_max_lag,
+							300, 0, INT_MAX / 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
 							NULL, NULL, NULL);
 }
 

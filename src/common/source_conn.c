@@ -39,6 +39,20 @@ sbx_source_try_connect(const char *name, const char *conninfo,
 					   bool require_password, int connect_timeout,
 					   int *sqlerrcode, char **message, char **detail)
 {
+	return sbx_source_try_connect_as(name, conninfo, require_password, connect_timeout,
+									 false, sqlerrcode, message, detail);
+}
+
+/*
+ * The same, and with 'replication' a connection of the replication
+ * protocol to the source's database (replication=database), which makes
+ * and drops logical slots (live_slots.c).
+ */
+PGconn *
+sbx_source_try_connect_as(const char *name, const char *conninfo,
+						  bool require_password, int connect_timeout, bool replication,
+						  int *sqlerrcode, char **message, char **detail)
+{
 	const char **keywords;
 	const char **values;
 	const char **kw;
@@ -60,8 +74,8 @@ sbx_source_try_connect(const char *name, const char *conninfo,
 	while (keywords[n] != NULL)
 		n++;
 	/* the default timeout first, so that the source's own comes later */
-	kw = palloc0(sizeof(char *) * (n + 2));
-	vals = palloc0(sizeof(char *) * (n + 2));
+	kw = palloc0(sizeof(char *) * (n + 3));
+	vals = palloc0(sizeof(char *) * (n + 3));
 	if (connect_timeout > 0)
 	{
 		kw[0] = "connect_timeout";
@@ -69,6 +83,12 @@ sbx_source_try_connect(const char *name, const char *conninfo,
 	}
 	memcpy(kw + (connect_timeout > 0), keywords, sizeof(char *) * n);
 	memcpy(vals + (connect_timeout > 0), values, sizeof(char *) * n);
+	/* last, so that the source's connection string cannot take it back */
+	if (replication)
+	{
+		kw[n + (connect_timeout > 0)] = "replication";
+		vals[n + (connect_timeout > 0)] = "database";
+	}
 
 	secrets[0] = sbx_conninfo_password(conninfo);
 	secrets[1] = NULL;

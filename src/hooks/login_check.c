@@ -8,7 +8,9 @@
  * direct member of pgsandbox_sandbox connects to the database of its own
  * name or not at all, within its sandbox's share of the server's
  * sessions (tenant_limits.c), and its login is noted for idle expiry;
- * pgsandbox_reader connects anywhere but pgsandbox's own database.  A
+ * pgsandbox_reader connects anywhere but pgsandbox's own database, and
+ * pgsandbox_live, whose only sessions are live snapshots' apply (background
+ * workers, which pass no ClientAuthentication_hook), nowhere.  A
  * ProcessUtility_hook keeps sandbox roles from granting themselves, or
  * anything, to other roles of that kind, from changing their database's
  * options, from giving themselves settings in another database, and from
@@ -225,6 +227,12 @@ sbx_client_auth(Port *port, int status)
 				 errmsg("role \"%s\" may not connect to database \"%s\", where pgsandbox keeps its catalog",
 						SBX_READER_ROLE, port->database_name),
 				 errhint("A source in that database must name its user in its connection string.")));
+
+	if (OidIsValid(role) && strcmp(port->user_name, SBX_LIVE_ROLE) == 0)
+		ereport(FATAL,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" is the apply of live snapshots, and no client logs in as it",
+						SBX_LIVE_ROLE)));
 
 	group = get_role_oid(SBX_SANDBOX_GROUP, true);
 	if (!OidIsValid(role) || !OidIsValid(group) || !sbx_is_sandbox_role(role, group))

@@ -166,6 +166,32 @@ sbx_rules_changed(const char *source)
 }
 
 /*
+ * In the caller's SPI connection: refuse a new rule of this kind for a live
+ * source.  Its snapshot is filled by the source's own changes, applied as
+ * they come: no mask, no subset and no exclusion acts on them.
+ */
+void
+sbx_refuse_rule_if_live(const char *source, const char *kind)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	if (!sbx_catalog_has_live())
+		return;
+	values[0] = CStringGetTextDatum(source);
+	if (SPI_execute_with_args("SELECT 1 FROM pgsandbox.source"
+							  " WHERE name = $1 AND live_publication IS NOT NULL",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source \"%s\"", source);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("source \"%s\" is live, and a %s rule cannot apply to its snapshot", source, kind),
+				 errdetail("A live snapshot is filled by the source's changes as they come, which no rule reads."),
+				 errhint("Call unset_live() first.")));
+}
+
+/*
  * The room the source's rules take packed for a clone job, with one more
  * rule of the given sizes in place of the one with the same kind and
  * target; an error if that is more than a clone job holds.

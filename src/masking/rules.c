@@ -407,6 +407,7 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	sbx_lock_source(source);
+	sbx_refuse_rule_if_live(source, "mask");
 	sbx_check_mask_not_in_subset(source, t.schema, t.table, t.column);
 	sbx_check_rules_size(source, "mask", t.normalized,
 						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
@@ -523,6 +524,7 @@ pgsandbox_exclude_data(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	sbx_lock_source(source);
+	sbx_refuse_rule_if_live(source, "exclude_data");
 	sbx_check_rules_size(source, "exclude_data", pattern, 7 + strlen(pattern));
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(pattern);

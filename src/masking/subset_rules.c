@@ -335,6 +335,7 @@ sbx_set_table_rule(const char *source, const char *kind, const char *schema,
 	char		nulls[8] = "       ";
 	NameData	author;
 
+	sbx_refuse_rule_if_live(source, kind);
 	sbx_check_rules_size(source, kind, normalized,
 						 7 + 2 * strlen(normalized) + (expression ? strlen(expression) : 0));
 	values[0] = CStringGetTextDatum(source);

@@ -149,9 +149,13 @@ sbx_drop_resources(const char *name, const char *role_oid, const char *db_oid,
 											  quote_identifier(name)),
 									 "pgsandbox: dropping a sandbox database");
 			if (OidIsValid(dboid))
+			{
+				/* a live snapshot's subscription, and its slot on the source */
+				sbx_live_detach_database(dboid, name);
 				sbx_run_utility_xact(psprintf("DROP DATABASE %s WITH (FORCE)",
 											  quote_identifier(name)),
 									 "pgsandbox: dropping a sandbox database");
+			}
 			/* what a reset interrupted may have left, which its role owns */
 			if (leftovers)
 				sbx_drop_reset_leftovers(name, role_oid, db_oid);

@@ -72,10 +72,11 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 
 	if (!sbx_may_clone(by->role, by->is_admin, source))
 		sbx_report_source_denied(source, by->is_admin);
-	sbx_spi(psprintf("SELECT conninfo, allow_data, require_password, %s, %s"
+	sbx_spi(psprintf("SELECT conninfo, allow_data, require_password, %s, %s, %s"
 					 "  FROM pgsandbox.source WHERE name = $1",
 					 sbx_catalog_has_generations() ? "generation" : "0::bigint",
-					 sbx_catalog_has_trust() ? "trusted_owners::text" : "'{}'::text"),
+					 sbx_catalog_has_trust() ? "trusted_owners::text" : "'{}'::text",
+					 sbx_catalog_has_live() ? "COALESCE(live_publication, '')" : "''"),
 			SPI_OK_SELECT, 1, args);
 	if (SPI_processed != 1)
 		sbx_report_source_denied(source, by->is_admin);
@@ -89,6 +90,7 @@ sbx_check_clone_allowed(const SbxActor *by, const char *source, bool schema_only
 	job->source_generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 4, &isnull));
 	strlcpy(job->trusted_owners, sbx_spi_text(0, 5), sizeof(job->trusted_owners));
+	strlcpy(job->live_publication, sbx_spi_text(0, 6), sizeof(job->live_publication));
 }
 
 /*
@@ -256,6 +258,31 @@ sbx_record_reduced(int64 id, int64 copied, bool reduced)
 			" WHERE s.id = $1::bigint", SPI_OK_UPDATE, 3, args);
 }
 
+/*
+ * In a worker transaction: a data snapshot of a live source is a live
+ * build.  Its slot's name is recorded before the slot is made, so that a
+ * build that fails or dies leaves none behind unseen (live.c).  Any other
+ * clone follows nothing.
+ */
+static void
+sbx_record_live_build(const SbxCloneSpec *spec, SbxCloneJob *job)
+{
+	char		id[32];
+	const char *args[2] = {id, job->live_slot};
+
+	if (spec->kind != SBX_KIND_SNAPSHOT || spec->schema_only || job->live_publication[0] == '\0')
+	{
+		job->live_publication[0] = '\0';
+		return;
+	}
+	/* slot names take lower-case letters, digits and underscores */
+	strlcpy(job->live_slot, "pgsandbox_", sizeof(job->live_slot));
+	sbx_random_string(job->live_slot + 10, 12, "abcdefghijklmnopqrstuvwxyz0123456789");
+	snprintf(id, sizeof(id), INT64_FORMAT, job->sandbox_id);
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = $2 WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 2, args);
+}
+
 /* The 'clone' event of a new clone: what it is made of. */
 static void
 sbx_log_clone_event(const SbxActor *by, const SbxCloneSpec *spec, const SbxCloneJob *job)
@@ -374,6 +401,7 @@ sbx_record_clone(const SbxActor *by, const SbxCloneSpec *spec, SbxCloneJob *job)
 	job->sandbox_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
 	sbx_record_clone_extras(spec, job, expected);
+	sbx_record_live_build(spec, job);
 	sbx_log_clone_event(by, spec, job);
 	sbx_xact_commit();
 }
@@ -544,6 +572,7 @@ sbx_clone_create(int j, const SbxActor *by, const SbxCloneSpec *spec,
 		strlcpy(job->snapshot_name, spec->snapshot->name, sizeof(job->snapshot_name));
 		strlcpy(job->snapshot_role, spec->snapshot->role, sizeof(job->snapshot_role));
 		job->data_as_of = spec->snapshot->data_as_of;
+		job->snapshot_live = spec->snapshot->live;
 		return;
 	}
 	/* created closed to connections */

@@ -78,13 +78,14 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 	memset(ref, 0, sizeof(*ref));
 	sbx_xact_begin("pgsandbox: looking up a snapshot");
 	sbx_spi(psprintf("WITH %s"
-					 " SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes"
+					 " SELECT s.id, s.name, s.db_oid, r.rolname, s.data_as_of, s.size_bytes, %s"
 					 "  FROM current_snapshot c"
 					 "  JOIN pgsandbox.sandbox s ON s.id = c.id"
 					 "  JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
 					 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid AND d.datname = s.name"
 					 " WHERE c.source = $1 AND c.schema_only = $2::boolean",
-					 sbx_current_snapshots_cte()),
+					 sbx_current_snapshots_cte(),
+					 sbx_catalog_has_live() ? "s.live_slot IS NOT NULL" : "false"),
 			SPI_OK_SELECT, 2, args);
 	found = (SPI_processed == 1);
 	if (found)
@@ -98,6 +99,7 @@ sbx_current_snapshot(const char *source, bool schema_only, SbxSnapshotRef *ref)
 		strlcpy(ref->role, sbx_spi_text(0, 4), sizeof(ref->role));
 		ref->data_as_of = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
 		ref->size_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+		ref->live = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	}
 	sbx_xact_commit();
 	return found;
@@ -120,7 +122,10 @@ sbx_snapshot_done(const SbxCloneJob *job, double seconds)
 	args[0] = idbuf;
 	args[1] = timestamptz_to_str(job->data_as_of);
 	sbx_xact_begin("pgsandbox: finishing a snapshot");
-	sbx_lock_copy_source(job->name);
+	if (job->live_slot[0] != '\0')
+		sbx_lock_live_snapshot(job->name, job->sandbox_id, job->live_tables);
+	else
+		sbx_lock_copy_source(job->name);
 	sbx_spi("UPDATE pgsandbox.sandbox SET status = 'ready', ready_at = pg_catalog.now(),"
 			" size_bytes = pg_catalog.pg_database_size(db_oid), data_as_of = $2::timestamptz"
 			" WHERE id = $1::bigint AND status = 'cloning'"

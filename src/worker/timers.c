@@ -204,7 +204,7 @@ sbx_upkeep_step(void)
 		{
 			/* callers hold every job: keep the next one free for this */
 			sbx_xact_begin("pgsandbox: looking for background work");
-			sbx_background_waits = sbx_scheduled_build_due();
+			sbx_background_waits = sbx_live_next_build(source) || sbx_scheduled_build_due();
 			sbx_xact_commit();
 			if (!sbx_background_waits)
 				sbx_background_waits = sbx_pool_next_fill(source, &schema_only,
@@ -212,9 +212,18 @@ sbx_upkeep_step(void)
 		}
 		else
 		{
+			bool		live;
+
 			sbx_background_waits = false;
+			/* a live source without a live snapshot that works first */
+			sbx_xact_begin("pgsandbox: looking for live sources to follow");
+			live = sbx_live_next_build(source);
+			sbx_xact_commit();
 			/* a start that fails waits for the next interval */
-			if (sbx_next_scheduled_build(source, &schema_only))
+			if (live)
+				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
+										  false, NULL, -1, 0);
+			else if (sbx_next_scheduled_build(source, &schema_only))
 				more = sbx_start_snapshot(j, -1, 0, &sbx_worker_actor, source,
 										  schema_only, NULL, -1, 0);
 			else if (sbx_pool_next_fill(source, &schema_only, &need_snapshot))
@@ -250,6 +259,13 @@ sbx_upkeep_step(void)
 	}
 	PG_END_TRY();
 	return more;
+}
+
+/* Live snapshots are looked after every 5 seconds (live.c). */
+static long
+sbx_live_interval(void)
+{
+	return sbx_catalog_current ? 5000L : -1L;
 }
 
 /*
@@ -311,6 +327,7 @@ static SbxTimer sbx_timers[] = {
 	{sbx_reap_interval, sbx_reap_step, 0, false},
 	{sbx_reconcile_interval, sbx_reconcile_step, 0, false},
 	{sbx_upkeep_interval, sbx_upkeep_step, 0, false},
+	{sbx_live_interval, sbx_live_step, 0, false},
 	{sbx_usage_interval, sbx_usage_step, 0, false},
 	{sbx_measure_interval, sbx_measure_step, 0, false},
 	{sbx_tenants_interval, sbx_tenants_step, 0, false},

@@ -2,7 +2,7 @@
  *
  * dynworker.c
  *	  Starting the short-lived dynamic workers of this module (clone
- *	  workers, janitors) from the lifecycle worker, and telling when they
+ *	  workers, janitors, live snapshots' commands), and telling when they
  *	  have stopped.
  *
  * A dynamic worker here reports its start and stop to the process that
@@ -18,7 +18,7 @@
 
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
-#include "sbx_worker.h"
+#include "sbx_common.h"
 #include "utils/memutils.h"
 
 /*

@@ -1,0 +1,345 @@
+/*-------------------------------------------------------------------------
+ *
+ * live_copy.c
+ *	  The clone worker's part in live snapshots: making one (a slot on the
+ *	  source whose snapshot the dump reads, then a subscription to the
+ *	  source's publication on that slot), and copying one (its apply paused
+ *	  once it has reached the source's present, the copy's data_as_of, and
+ *	  its sequences, which logical replication does not carry).
+ *
+ * The subscription is owned by the snapshot's own role, so that its apply
+ * runs as that role, which owns the snapshot's tables and nothing outside
+ * them.  CREATE SUBSCRIPTION needs a superuser (before PostgreSQL 16, so
+ * does owning one): the role is made one for the transaction that creates
+ * it, and is not one once it commits.  The subscription takes the slot the
+ * dump read, with no initial copy (the dump is it) and no streaming of
+ * transactions in progress, so that an applied position means every
+ * transaction before it is in.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "sbx_clone.h"
+#include "sbx_common.h"
+#include "sbx_conn.h"
+#include "sbx_shmem.h"
+#include "sbx_spi.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+/* the replication connection that made a live build's slot */
+static PGconn *sbx_slot_conn = NULL;
+
+/* the live snapshot whose pause this copy holds, 0 for none */
+static int64 sbx_pause_held = 0;
+
+/*
+ * A live build, before its dump: make the slot on the source, and return
+ * the snapshot it exported, which the dump and the reader read in.  The
+ * replication connection stays open (it holds the snapshot) until
+ * sbx_live_build_end.
+ */
+char *
+sbx_live_build_begin(const SbxCloneJob *job)
+{
+	char	   *snapshot;
+
+	sbx_slot_conn = sbx_live_slot_create(job->source, job->conninfo, job->require_password,
+										 job->live_slot, &snapshot);
+	return snapshot;
+}
+
+/*
+ * A live build is over: close the slot's replication connection and, if
+ * the build failed, drop the slot (which no subscription reads yet), or
+ * leave it to the drop of the database if the subscription reads it.
+ */
+void
+sbx_live_build_end(const SbxCloneJob *job, bool failed)
+{
+	if (sbx_slot_conn != NULL && failed)
+	{
+		PGresult   *res = libpqsrv_exec(sbx_slot_conn,
+										psprintf("DROP_REPLICATION_SLOT %s",
+												 quote_identifier(job->live_slot)),
+										PG_WAIT_EXTENSION);
+
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			ereport(WARNING,
+					(errmsg("could not drop the replication slot \"%s\" of a failed live build on source \"%s\"",
+							job->live_slot, job->source)));
+		PQclear(res);
+	}
+	if (sbx_slot_conn != NULL)
+		libpqsrv_disconnect(sbx_slot_conn);
+	sbx_slot_conn = NULL;
+}
+
+/*
+ * A live build, once its database holds the dump and passed its check: in
+ * this database, the subscription that follows the source from the slot's
+ * consistent point on, owned by the snapshot's role.
+ */
+void
+sbx_live_subscribe(SbxCloneJob *job)
+{
+	const char *role = quote_identifier(job->name);
+	char	   *conninfo = sbx_conninfo_for_subscription(job->conninfo);
+	char	   *sql;
+
+	/* the slot is no longer the replication connection's */
+	if (sbx_slot_conn != NULL)
+		libpqsrv_disconnect(sbx_slot_conn);
+	sbx_slot_conn = NULL;
+
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: subscribing a live snapshot");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	/* the apply's role: the snapshot role's rights, and its login alone */
+	sbx_spi(psprintf("GRANT %s TO " SBX_LIVE_ROLE, role), SPI_OK_UTILITY, 0, NULL);
+	sbx_spi("ALTER ROLE " SBX_LIVE_ROLE " LOGIN PASSWORD NULL SUPERUSER", SPI_OK_UTILITY, 0, NULL);
+	sbx_spi("SET LOCAL ROLE " SBX_LIVE_ROLE, SPI_OK_UTILITY, 0, NULL);
+	sql = psprintf("CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s"
+				   " WITH (create_slot = false, slot_name = %s, copy_data = false,"
+				   "       streaming = off, enabled = true)",
+				   role, quote_literal_cstr(conninfo),
+				   quote_identifier(job->live_publication),
+				   quote_literal_cstr(job->live_slot));
+	explicit_bzero(conninfo, strlen(conninfo));
+	sbx_spi(sql, SPI_OK_UTILITY, 0, NULL);
+	explicit_bzero(sql, strlen(sql));
+	sbx_spi("RESET ROLE", SPI_OK_UTILITY, 0, NULL);
+	sbx_spi("ALTER ROLE " SBX_LIVE_ROLE " NOSUPERUSER", SPI_OK_UTILITY, 0, NULL);
+	/* what it subscribed to, for the worker to tell a publication changed */
+	sbx_spi("SELECT pg_catalog.count(*) || ':' || pg_catalog.md5(COALESCE(pg_catalog.string_agg("
+			"        pg_catalog.format('%I.%I', n.nspname, c.relname), ',' ORDER BY n.nspname, c.relname), ''))"
+			"  FROM pg_catalog.pg_subscription s"
+			"  JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid"
+			"  JOIN pg_catalog.pg_class c ON c.oid = r.srrelid"
+			"  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+			" WHERE s.subdbid = (SELECT oid FROM pg_catalog.pg_database"
+			"                     WHERE datname = pg_catalog.current_database())"
+			"   AND s.subname = $1", SPI_OK_SELECT, 1, (const char *[]) {job->name});
+	strlcpy(job->live_tables, sbx_spi_text(0, 1), sizeof(job->live_tables));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	sbx_note("following publication \"%s\" of the source through slot \"%s\"",
+			 job->live_publication, job->live_slot);
+}
+
+/*
+ * Outside a transaction, in the admin database: whether the apply of the
+ * live snapshot (database dboid, subscription 'name') has passed WAL
+ * position 'lsn' of the source.
+ */
+static bool
+sbx_live_applied_past(Oid dboid, const char *name, const char *lsn)
+{
+	char		dbbuf[16];
+	const char *args[3] = {dbbuf, name, lsn};
+	bool		passed;
+
+	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
+	sbx_xact_begin("pgsandbox: waiting for a live snapshot's apply");
+	sbx_spi("SELECT 1 FROM pg_catalog.pg_subscription s"
+			"  JOIN pg_catalog.pg_stat_subscription a ON a.subid = s.oid AND a.relid IS NULL"
+			" WHERE s.subdbid = $1::oid AND s.subname = $2"
+			"   AND GREATEST(a.received_lsn, a.latest_end_lsn) >= $3::pg_lsn",
+			SPI_OK_SELECT, 3, args);
+	passed = SPI_processed > 0;
+	sbx_xact_commit();
+	return passed;
+}
+
+/*
+ * The data_as_of of a pause: the source's time at a look, if the apply
+ * passes that look's WAL position within pgsandbox.live_catchup_timeout;
+ * else what the worker last found the apply had reached (live_as_of), or
+ * the snapshot's own data_as_of.
+ */
+static TimestampTz
+sbx_live_catch_up(const SbxCloneJob *job)
+{
+	char		idbuf[32];
+	const char *args[1] = {idbuf};
+	char	   *slot;
+	TimestampTz fallback;
+	SbxLiveProbe probe;
+	TimestampTz deadline;
+	bool		isnull;
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->snapshot_id);
+	sbx_xact_begin("pgsandbox: reading a live snapshot");
+	sbx_spi("SELECT live_slot, COALESCE(GREATEST(live_as_of, data_as_of), data_as_of)"
+			"  FROM pgsandbox.sandbox WHERE id = $1::bigint", SPI_OK_SELECT, 1, args);
+	if (SPI_processed != 1)
+		elog(ERROR, "live snapshot %s is gone", idbuf);
+	slot = sbx_keep(sbx_spi_text(0, 1));
+	fallback = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 2, &isnull));
+	sbx_xact_commit();
+
+	if (!sbx_live_probe(job->source, job->conninfo, job->require_password, slot, "",
+						5, &probe))
+	{
+		sbx_note("the source could not be reached (%s): the copy holds what the apply had reached",
+				 probe.why);
+		return fallback;
+	}
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sbx_live_catchup_timeout);
+	for (;;)
+	{
+		if (sbx_live_applied_past(job->snapshot_dboid, job->snapshot_name, probe.lsn))
+			return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+														   CStringGetDatum(probe.now),
+														   ObjectIdGetDatum(InvalidOid),
+														   Int32GetDatum(-1)));
+		if (GetCurrentTimestamp() >= deadline)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 20L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	sbx_note("the apply did not reach the source's present within pgsandbox.live_catchup_timeout");
+	return fallback;
+}
+
+/* On exit, a pause this copy holds is let go (the last one resumes it). */
+static void
+sbx_live_release_at_exit(int code, Datum arg)
+{
+	double		secs;
+
+	if (sbx_pause_held != 0)
+		(void) sbx_live_pause_leave(sbx_pause_held, &secs);
+	sbx_pause_held = 0;
+}
+
+/*
+ * Before a copy of a live snapshot: have its apply paused, by this copy or
+ * by one under way, and take the pause's data_as_of.
+ */
+void
+sbx_live_copy_begin(SbxCloneJob *job)
+{
+	TimestampTz as_of = 0;
+	SbxPauseTurn turn;
+
+	before_shmem_exit(sbx_live_release_at_exit, (Datum) 0);
+	while ((turn = sbx_live_pause_join(job->snapshot_id, &as_of)) == SBX_PAUSE_WAIT)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	sbx_pause_held = job->snapshot_id;
+	if (turn == SBX_PAUSE_MINE)
+	{
+		as_of = sbx_live_catch_up(job);
+		sbx_live_command(job->snapshot_dboid, job->snapshot_name, job->snapshot_name,
+						 SBX_LIVE_PAUSE);
+		sbx_live_pause_ready(job->snapshot_id, as_of);
+	}
+	job->data_as_of = as_of;
+}
+
+/*
+ * After the copy (or its failure): let go of the pause; the last copy
+ * resumes the apply.  A resume that fails is a warning: the worker resumes
+ * an apply left paused (live.c).
+ */
+void
+sbx_live_copy_end(const SbxCloneJob *job)
+{
+	double		secs;
+
+	if (sbx_pause_held == 0)
+		return;
+	sbx_pause_held = 0;
+	if (!sbx_live_pause_leave(job->snapshot_id, &secs))
+		return;
+	PG_TRY();
+	{
+		sbx_live_command(job->snapshot_dboid, job->snapshot_name, job->snapshot_name,
+						 SBX_LIVE_RESUME);
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	sbx_note("the live snapshot's apply was paused for %.2f s", secs);
+}
+
+/*
+ * In a copy of a live snapshot, connected to it: set its sequences as the
+ * source has them now.  Logical replication does not carry sequences; a
+ * sequence the source's login may not read keeps the snapshot's value, and
+ * the ready event counts it.
+ */
+void
+sbx_live_copy_sequences(const SbxCloneJob *job)
+{
+	PGconn	   *conn = sbx_source_open(job->source, job->conninfo, job->require_password);
+	PGresult   *res;
+	int			set = 0;
+	int			unread = 0;
+
+	PG_TRY();
+	{
+		res = sbx_remote_exec(conn,
+							  "SELECT pg_catalog.format('%I.%I', schemaname, sequencename),"
+							  "       last_value::text"
+							  "  FROM pg_catalog.pg_sequences"
+							  " WHERE schemaname <> 'information_schema' AND schemaname !~ '^pg_'",
+							  0, NULL, PGRES_TUPLES_OK,
+							  psprintf("could not read the sequences of source \"%s\"", job->source));
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		const char *args[2] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
+
+		if (PQgetisnull(res, i, 1))
+		{
+			unread++;
+			continue;
+		}
+		sbx_spi("SELECT pg_catalog.setval(pg_catalog.to_regclass($1), $2::bigint, true)"
+				" WHERE pg_catalog.to_regclass($1) IS NOT NULL", SPI_OK_SELECT, 2, args);
+		set += (int) SPI_processed;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	PQclear(res);
+	sbx_note("%d sequences set as the source has them%s", set,
+			 unread > 0 ? psprintf(" (%d it never used, or its login may not read)", unread) : "");
+}

@@ -1,0 +1,421 @@
+/*-------------------------------------------------------------------------
+ *
+ * live.c
+ *	  Live snapshots, as the lifecycle worker keeps them: building one for
+ *	  each live source, locking it so that only its apply enters it,
+ *	  watching how far behind its source it is and whether its apply still
+ *	  works, rebuilding it when it does not, and detaching its subscription
+ *	  (and the slot pgsandbox made on the source) before its database is
+ *	  dropped.
+ *
+ * A live snapshot is a data snapshot whose database holds a subscription
+ * to the source's publication, owned by the snapshot's own role, so that
+ * the apply runs as that role, which owns nothing outside the snapshot (the
+ * clone worker makes it, clone_worker.c).  Its copies pause the apply for
+ * as long as CREATE DATABASE ... TEMPLATE takes (live_pauses.c).
+ *
+ * The source's DDL is not replicated.  A change the apply cannot take (a
+ * new column, a dropped table) makes it fail over and over, which
+ * pg_stat_subscription_stats counts; a table added to the publication is
+ * not in the subscription.  Either way the worker records a live_rebuild
+ * event and builds a new live snapshot beside the old one, which keeps
+ * serving copies, as a stale snapshot does, until the new one is ready.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "sbx_common.h"
+#include "sbx_conn.h"
+#include "sbx_shmem.h"
+#include "sbx_spi.h"
+#include "sbx_worker.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/* what the worker remembers of a live snapshot between two looks */
+typedef struct SbxLiveWatch
+{
+	int64		id;
+	char		lsn[32];		/* the source's WAL position at the last look */
+	char		at[64];			/* and its time then */
+	TimestampTz lag_event;		/* when the last live_lag event was written */
+} SbxLiveWatch;
+
+static List *sbx_live_watches = NIL;	/* of SbxLiveWatch, in sbx_worker_cxt */
+
+/* how long a failed live build waits before the next one */
+#define SBX_LIVE_RETRY_SECS		60
+/* how long the worker waits for a source to answer its look */
+#define SBX_LIVE_PROBE_TIMEOUT	2
+/* how often a lag past the setting is an event */
+#define SBX_LIVE_LAG_EVENT_MS	600000
+
+/*
+ * In a worker transaction: lock live snapshot 'name' (row id) as a snapshot
+ * is kept, but for its apply: its role cannot log in and its database
+ * belongs to the bootstrap superuser, but the database takes connections
+ * of pgsandbox_live alone, the role its apply runs as; and record what its
+ * subscription follows.
+ */
+void
+sbx_lock_live_snapshot(const char *name, int64 id, const char *tables)
+{
+	const char *q = quote_identifier(name);
+	char	   *superuser = GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false);
+	char		idbuf[32];
+	const char *args[2] = {idbuf, tables};
+
+	sbx_run_utility(psprintf("ALTER ROLE %s NOLOGIN", q), NULL);
+	sbx_run_utility(psprintf("ALTER DATABASE %s OWNER TO %s", q, quote_identifier(superuser)),
+					NULL);
+	sbx_run_utility(psprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", q), NULL);
+	sbx_run_utility(psprintf("GRANT CONNECT ON DATABASE %s TO " SBX_LIVE_ROLE, q), NULL);
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, id);
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_tables = $2 WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 2, args);
+}
+
+/*
+ * In a worker transaction: a live source whose live snapshot is to be
+ * built now, copied into source (NAMEDATALEN bytes): one with no live
+ * snapshot that serves, or whose live snapshot's apply has failed, and no
+ * live build under way or failed in the last minute.
+ */
+bool
+sbx_live_next_build(char *source)
+{
+	bool		found;
+
+	if (!sbx_catalog_has_live())
+		return false;
+	sbx_spi(psprintf("SELECT o.name FROM pgsandbox.source o"
+					 " WHERE o.live_publication IS NOT NULL AND o.allow_data"
+					 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
+					 "                    WHERE s.kind = 'snapshot' AND s.source = o.name"
+					 "                      AND s.live_slot IS NOT NULL AND s.retired_at IS NULL"
+					 "                      AND %s"
+					 "                      AND (s.status = 'cloning'"
+					 "                           OR (s.status = 'ready' AND s.live_errors = 0)"
+					 "                           OR (s.status = 'failed'"
+					 "                               AND s.created_at > pg_catalog.now() - interval '%d seconds')))"
+					 " ORDER BY o.name LIMIT 1",
+					 sbx_same_source_sql(), SBX_LIVE_RETRY_SECS),
+			SPI_OK_SELECT, 0, NULL);
+	found = SPI_processed == 1;
+	if (found)
+		strlcpy(source, sbx_spi_text(0, 1), NAMEDATALEN);
+	return found;
+}
+
+/*
+ * In a worker transaction: retire the live snapshots of sources that are
+ * no longer live (unset_live(), or removed, or added again), ready or being
+ * built; they are dropped once no copy of them is under way, their
+ * subscription and slot with them (sbx_live_detach_database).
+ */
+static void
+sbx_retire_unfollowed(void)
+{
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox s SET retired_at = pg_catalog.now()"
+					 " WHERE s.kind = 'snapshot' AND s.live_slot IS NOT NULL"
+					 "   AND s.retired_at IS NULL AND s.status IN ('cloning', 'ready')"
+					 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.source o"
+					 "                    WHERE o.name = s.source AND %s"
+					 "                      AND o.live_publication IS NOT NULL)",
+					 sbx_same_source_sql()),
+			SPI_OK_UPDATE, 0, NULL);
+}
+
+static SbxLiveWatch *
+sbx_live_watch(int64 id)
+{
+	ListCell   *lc;
+	SbxLiveWatch *w;
+	MemoryContext old;
+
+	foreach(lc, sbx_live_watches)
+	{
+		w = lfirst(lc);
+		if (w->id == id)
+			return w;
+	}
+	old = MemoryContextSwitchTo(sbx_worker_cxt);
+	w = palloc0(sizeof(SbxLiveWatch));
+	w->id = id;
+	sbx_live_watches = lappend(sbx_live_watches, w);
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+/* what the worker reads of a ready live snapshot and its subscription */
+typedef struct SbxLiveRow
+{
+	int64		id;
+	char	   *name;
+	Oid			dboid;
+	char	   *slot;
+	int64		errors_seen;
+	char	   *source;
+	char	   *conninfo;
+	bool		require_password;
+	char	   *publication;
+	bool		subscribed;		/* its subscription exists */
+	bool		enabled;
+	bool		intact;			/* owned by its role, on its slot and publication */
+	int64		apply_errors;
+	char	   *applied_lsn;	/* how far the apply has gone, NULL if not known */
+	char	   *tables;			/* what it subscribed to, counted and hashed */
+} SbxLiveRow;
+
+/* In a worker transaction: the ready live snapshots that serve now. */
+static List *
+sbx_live_rows(void)
+{
+	List	   *rows = NIL;
+	MemoryContext old;
+
+	sbx_spi(psprintf("WITH %s"
+					 " SELECT s.id, s.name, s.db_oid, s.live_slot, s.live_errors,"
+					 "        o.name, o.conninfo, o.require_password, o.live_publication,"
+					 "        sub.oid IS NOT NULL, COALESCE(sub.subenabled, false),"
+					 "        COALESCE(sub.subowner = '" SBX_LIVE_ROLE "'::pg_catalog.regrole AND sub.subslotname = s.live_slot"
+					 "                 AND sub.subpublications = ARRAY[o.live_publication]::text[], false),"
+					 "        COALESCE((SELECT st.apply_error_count FROM pg_catalog.pg_stat_subscription_stats st"
+					 "                   WHERE st.subid = sub.oid), 0),"
+					 "        (SELECT GREATEST(a.received_lsn, a.latest_end_lsn)::text"
+					 "           FROM pg_catalog.pg_stat_subscription a"
+					 "          WHERE a.subid = sub.oid AND a.relid IS NULL),"
+					 "        s.live_tables"
+					 "   FROM current_snapshot c"
+					 "   JOIN pgsandbox.sandbox s ON s.id = c.id"
+					 "   JOIN pgsandbox.source o ON o.name = s.source"
+					 "   LEFT JOIN pg_catalog.pg_subscription sub"
+					 "     ON sub.subdbid = s.db_oid AND sub.subname = s.name"
+					 "  WHERE s.live_slot IS NOT NULL AND s.status = 'ready'"
+					 "    AND o.live_publication IS NOT NULL",
+					 sbx_current_snapshots_cte()),
+			SPI_OK_SELECT, 0, NULL);
+	/* the rows outlive the transaction */
+	old = MemoryContextSwitchTo(sbx_outer_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		SbxLiveRow *r = palloc0(sizeof(SbxLiveRow));
+		bool		isnull;
+
+		r->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		r->name = SPI_getvalue(tup, desc, 2);
+		r->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
+		r->slot = SPI_getvalue(tup, desc, 4);
+		r->errors_seen = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+		r->source = SPI_getvalue(tup, desc, 6);
+		r->conninfo = SPI_getvalue(tup, desc, 7);
+		r->require_password = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
+		r->publication = SPI_getvalue(tup, desc, 9);
+		r->subscribed = DatumGetBool(SPI_getbinval(tup, desc, 10, &isnull));
+		r->enabled = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
+		r->intact = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
+		r->apply_errors = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
+		r->applied_lsn = SPI_getvalue(tup, desc, 14);
+		r->tables = SPI_getvalue(tup, desc, 15);
+		rows = lappend(rows, r);
+	}
+	MemoryContextSwitchTo(old);
+	return rows;
+}
+
+/*
+ * In a worker transaction: live snapshot r cannot follow its source any
+ * more; record why, once, and let the upkeep build a new one beside it.
+ */
+static void
+sbx_live_broken(const SbxLiveRow *r, const char *why)
+{
+	char		id[32];
+	char		errors[32];
+	const char *args[2] = {id, errors};
+
+	snprintf(id, sizeof(id), INT64_FORMAT, r->id);
+	snprintf(errors, sizeof(errors), INT64_FORMAT, Max(r->apply_errors, r->errors_seen + 1));
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_errors = $2::bigint WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 2, args);
+	if (r->errors_seen == 0)
+		sbx_log_event(r->name, "live_rebuild", SBX_WORKER_ACTOR,
+					  psprintf("%s; a new live snapshot of source \"%s\" is built, and this one serves copies until it is ready",
+							   why, r->source));
+}
+
+/*
+ * In a worker transaction: record how far live snapshot r is behind its
+ * source, from a look at the source now and the last one.  Every change the
+ * source made before the last look is in once the apply has passed that
+ * look's WAL position: live_as_of is then the last look's time.
+ */
+static void
+sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
+{
+	SbxLiveWatch *w = sbx_live_watch(r->id);
+	char		id[32];
+	const char *args[5] = {id, probe->lsn, r->applied_lsn, w->lsn[0] ? w->lsn : NULL,
+		w->at[0] ? w->at : NULL};
+	bool		isnull;
+	Datum		as_of;
+
+	snprintf(id, sizeof(id), INT64_FORMAT, r->id);
+	sbx_spi("UPDATE pgsandbox.sandbox SET"
+			" live_lag_bytes = GREATEST(0, pg_catalog.pg_wal_lsn_diff($2::pg_lsn,"
+			"                              COALESCE($3::pg_lsn, '0/0'::pg_lsn)))::bigint,"
+			" live_as_of = CASE WHEN $3::pg_lsn >= $4::pg_lsn"
+			"                   THEN GREATEST(live_as_of, $5::timestamptz) ELSE live_as_of END"
+			" WHERE id = $1::bigint RETURNING live_as_of, live_lag_bytes",
+			SPI_OK_UPDATE_RETURNING, 5, args);
+	strlcpy(w->lsn, probe->lsn, sizeof(w->lsn));
+	strlcpy(w->at, probe->now, sizeof(w->at));
+	if (SPI_processed != 1)
+		return;
+	as_of = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull && sbx_live_max_lag > 0 &&
+		TimestampDifferenceExceeds(DatumGetTimestampTz(as_of), GetCurrentTimestamp(),
+								   sbx_live_max_lag * 1000) &&
+		(w->lag_event == 0 ||
+		 TimestampDifferenceExceeds(w->lag_event, GetCurrentTimestamp(), SBX_LIVE_LAG_EVENT_MS)))
+	{
+		w->lag_event = GetCurrentTimestamp();
+		sbx_log_event(r->name, "live_lag", SBX_WORKER_ACTOR,
+					  psprintf("the live snapshot of source \"%s\" holds its changes up to %s only, more than pgsandbox.live_max_lag behind; " INT64_FORMAT " bytes of the source's WAL are not applied yet",
+							   r->source, timestamptz_to_str(DatumGetTimestampTz(as_of)),
+							   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2, &isnull))));
+	}
+}
+
+/*
+ * Look after one ready live snapshot: its subscription intact and its apply
+ * working, the publication's tables all subscribed, an apply left paused
+ * resumed, and how far behind it is.
+ */
+static void
+sbx_live_look(SbxLiveRow *r)
+{
+	SbxLiveProbe probe;
+	bool		reached;
+
+	reached = sbx_live_probe(r->source, r->conninfo, r->require_password, r->slot,
+							 r->publication, SBX_LIVE_PROBE_TIMEOUT, &probe);
+	explicit_bzero(r->conninfo, strlen(r->conninfo));
+
+	sbx_xact_begin("pgsandbox: looking after a live snapshot");
+	if (!r->subscribed || !r->intact)
+		sbx_live_broken(r, "its subscription is gone or was changed");
+	else if (r->apply_errors > r->errors_seen)
+		sbx_live_broken(r, psprintf("its apply failed " INT64_FORMAT " times (the server log says why: most often a change of the source's schema, which is not replicated)",
+									r->apply_errors));
+	else if (reached && probe.tables == NULL)
+		sbx_live_broken(r, psprintf("publication \"%s\" is gone from the source", r->publication));
+	else if (reached && r->tables != NULL && strcmp(probe.tables, r->tables) != 0)
+		sbx_live_broken(r, psprintf("publication \"%s\" publishes other tables than the subscription follows (%s, against %s: counted and hashed by name)",
+									r->publication, probe.tables, r->tables));
+	if (reached)
+		sbx_live_measure(r, &probe);
+	sbx_xact_commit();
+
+	/* a copy's clone worker died with the apply paused */
+	if (r->subscribed && !r->enabled && !sbx_live_pause_held(r->id))
+		sbx_live_command(r->dboid, r->name, r->name, SBX_LIVE_RESUME);
+}
+
+static void
+sbx_live_look_step(void *arg)
+{
+	sbx_live_look((SbxLiveRow *) arg);
+}
+
+/*
+ * The live timer: retire what no longer follows a live source, then look
+ * after each live snapshot that serves, each in its own error handler.
+ */
+bool
+sbx_live_step(void)
+{
+	List	   *rows;
+	ListCell   *lc;
+
+	sbx_xact_begin("pgsandbox: looking for live snapshots");
+	if (!sbx_catalog_has_live())
+	{
+		sbx_xact_commit();
+		return false;
+	}
+	sbx_retire_unfollowed();
+	rows = sbx_live_rows();
+	/* set_live() does not pass the queue: wake the upkeep for its build */
+	sbx_spi("SELECT 1 FROM pgsandbox.source WHERE live_publication IS NOT NULL LIMIT 1",
+			SPI_OK_SELECT, 0, NULL);
+	if (SPI_processed > 0)
+		sbx_snapshots_may_exist = true;
+	sbx_xact_commit();
+	foreach(lc, rows)
+	{
+		SbxLiveRow *r = lfirst(lc);
+
+		(void) sbx_try_or_warn(sbx_live_look_step, r,
+							   psprintf("could not look after the live snapshot \"%s\"", r->name));
+	}
+	list_free_deep(rows);
+	return false;
+}
+
+/*
+ * Outside a transaction, before database dboid ('name') is dropped: if it
+ * holds a subscription (a live snapshot), stop its apply, drop the slot it
+ * reads on the source, then the subscription.  The slot is dropped with
+ * the connection string the subscription holds, so that this works after
+ * the source was removed too.  An error if the source cannot be reached:
+ * the drop is tried again later, and the slot keeps the source's WAL
+ * meanwhile, which doctor() shows.
+ */
+void
+sbx_live_detach_database(Oid dboid, const char *name)
+{
+	char		dbbuf[16];
+	const char *args[1] = {dbbuf};
+	char	   *subname = NULL;
+	char	   *slot = NULL;
+	char	   *conninfo = NULL;
+	char	   *why = NULL;
+
+	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
+	sbx_xact_begin("pgsandbox: looking for a live snapshot's subscription");
+	sbx_spi("SELECT subname, subslotname, subconninfo FROM pg_catalog.pg_subscription"
+			" WHERE subdbid = $1::oid ORDER BY oid LIMIT 1", SPI_OK_SELECT, 1, args);
+	if (SPI_processed == 1)
+	{
+		subname = sbx_keep(sbx_spi_text(0, 1));
+		slot = sbx_keep(sbx_spi_text(0, 2));
+		conninfo = sbx_keep(sbx_spi_text(0, 3));
+	}
+	sbx_xact_commit();
+	if (subname == NULL)
+		return;
+
+	sbx_live_command(dboid, name, subname, SBX_LIVE_PAUSE);
+	if (slot != NULL &&
+		!sbx_live_slot_drop(name, conninfo, true, slot, 5, &why))
+	{
+		explicit_bzero(conninfo, strlen(conninfo));
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not drop the replication slot \"%s\" of live snapshot \"%s\" on its source",
+						slot, name),
+				 errdetail_internal("%s", why),
+				 errhint("The drop is tried again later; meanwhile the slot keeps the source's WAL.")));
+	}
+	explicit_bzero(conninfo, strlen(conninfo));
+	sbx_live_command(dboid, name, subname, SBX_LIVE_DETACH);
+}
