@@ -23,6 +23,7 @@
 #include "postmaster/bgworker_internals.h"
 #include "postmaster/postmaster.h"
 #include "replication/logicallauncher.h"
+#include "sbx_api.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_roles.h"
@@ -33,13 +34,7 @@
 
 PG_FUNCTION_INFO_V1(pgsandbox_doctor);
 
-typedef struct SbxDoctor
-{
-	Tuplestorestate *store;
-	TupleDesc	desc;
-} SbxDoctor;
-
-static void
+void
 sbx_doctor_row(SbxDoctor *d, const char *check, bool ok, const char *detail)
 {
 	Datum		values[3];
@@ -158,10 +153,14 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 	ListCell   *ln;
 	ListCell   *lc;
 	ListCell   *lu;
+	List	   *publications = NIL;
+	int			i = 0;
 	MemoryContext outer = CurrentMemoryContext;
 
 	SPI_connect();
-	if (SPI_execute("SELECT name, conninfo, require_password FROM pgsandbox.source ORDER BY name",
+	if (SPI_execute(psprintf("SELECT name, conninfo, require_password, %s"
+							 "  FROM pgsandbox.source ORDER BY name",
+							 sbx_catalog_has_live() ? "live_publication" : "NULL::text"),
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the sources");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -174,6 +173,8 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 		untrusted = lappend_int(untrusted,
 								DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
 														   SPI_tuptable->tupdesc, 3, &isnull)));
+		publications = lappend(publications,
+							   SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4));
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
@@ -207,9 +208,13 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 				sbx_doctor_row(d, check, true,
 							   psprintf("The source runs PostgreSQL %d.", major));
 			sbx_check_source_login(d, name, conn);
+			/* what a live snapshot needs of it (doctor_live.c) */
+			if (list_nth(publications, i) != NULL)
+				sbx_doctor_live_source(d, name, list_nth(publications, i), conn);
 			libpqsrv_disconnect(conn);
 		}
 		explicit_bzero(lfirst(lc), strlen(lfirst(lc)));
+		i++;
 	}
 }
 
@@ -338,12 +343,17 @@ sbx_check_snapshots(SbxDoctor *d)
 	char	   *orphan_roles;
 	char	   *pools;
 
-	unlocked = sbx_name_list("SELECT s.name FROM pgsandbox.sandbox s"
-							 "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid"
-							 "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
-							 " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
-							 "   AND (d.datallowconn OR d.datdba <> 10 OR r.rolcanlogin)"
-							 " ORDER BY 1");
+	/* a live snapshot takes its apply's connections (pgsandbox_live) alone */
+	unlocked = sbx_name_list(psprintf("SELECT s.name FROM pgsandbox.sandbox s"
+									  "  JOIN pg_catalog.pg_database d ON d.oid = s.db_oid"
+									  "  LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.role_oid"
+									  " WHERE s.kind = 'snapshot' AND s.status = 'ready'"
+									  "   AND (d.datdba <> 10 OR r.rolcanlogin OR %s)"
+									  " ORDER BY 1",
+									  sbx_catalog_has_live()
+									  ? "CASE WHEN s.live_slot IS NULL THEN d.datallowconn"
+									  "  ELSE pg_catalog.has_database_privilege('public', d.oid, 'CONNECT') END"
+									  : "d.datallowconn"));
 	/*
 	 * EXISTS, not a join: from PostgreSQL 16 on, a role may be granted the
 	 * group once per grantor, and would then be listed once per grant.
@@ -369,7 +379,7 @@ sbx_check_snapshots(SbxDoctor *d)
 
 	sbx_doctor_row(d, "every snapshot is locked", unlocked[0] == '\0',
 				   unlocked[0] == '\0'
-				   ? "Every ready snapshot is closed to connections, owned by the bootstrap superuser, and its role cannot log in."
+				   ? "Every ready snapshot is closed to connections (a live one to all but its apply's), owned by the bootstrap superuser, and its role cannot log in."
 				   : psprintf("Snapshots open to connections or to their roles: %s. "
 							  "Drop them with pgsandbox.drop_snapshot().", unlocked));
 	sbx_doctor_row(d, "every sandbox role is tracked", orphan_roles[0] == '\0',

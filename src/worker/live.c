@@ -254,16 +254,17 @@ sbx_live_broken(const SbxLiveRow *r, const char *why)
 /*
  * In a worker transaction: record how far live snapshot r is behind its
  * source, from a look at the source now and the last one.  Every change the
- * source made before the last look is in once the apply has passed that
- * look's WAL position: live_as_of is then the last look's time.
+ * source made before a look is in once the apply has passed that look's
+ * WAL position: live_as_of is then that look's time (on a quiet source the
+ * apply is past this look's position already).
  */
 static void
 sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
 {
 	SbxLiveWatch *w = sbx_live_watch(r->id);
 	char		id[32];
-	const char *args[5] = {id, probe->lsn, r->applied_lsn, w->lsn[0] ? w->lsn : NULL,
-		w->at[0] ? w->at : NULL};
+	const char *args[6] = {id, probe->lsn, r->applied_lsn, w->lsn[0] ? w->lsn : NULL,
+		w->at[0] ? w->at : NULL, probe->now};
 	bool		isnull;
 	Datum		as_of;
 
@@ -271,10 +272,12 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
 	sbx_spi("UPDATE pgsandbox.sandbox SET"
 			" live_lag_bytes = GREATEST(0, pg_catalog.pg_wal_lsn_diff($2::pg_lsn,"
 			"                              COALESCE($3::pg_lsn, '0/0'::pg_lsn)))::bigint,"
-			" live_as_of = CASE WHEN $3::pg_lsn >= $4::pg_lsn"
+			" live_as_of = CASE WHEN $3::pg_lsn >= $2::pg_lsn"
+			"                   THEN GREATEST(live_as_of, $6::timestamptz)"
+			"                   WHEN $3::pg_lsn >= $4::pg_lsn"
 			"                   THEN GREATEST(live_as_of, $5::timestamptz) ELSE live_as_of END"
 			" WHERE id = $1::bigint RETURNING live_as_of, live_lag_bytes",
-			SPI_OK_UPDATE_RETURNING, 5, args);
+			SPI_OK_UPDATE_RETURNING, 6, args);
 	strlcpy(w->lsn, probe->lsn, sizeof(w->lsn));
 	strlcpy(w->at, probe->now, sizeof(w->at));
 	if (SPI_processed != 1)
