@@ -9,6 +9,7 @@ SELECT pgsandbox.add_source('live_nopw', 'dbname=contrib_regression', allow_data
 SELECT pgsandbox.add_source('live_masked', 'dbname=contrib_regression user=regress_repl password=regress_pw',
                             allow_data => true);
 CREATE TABLE regress_live_t (id int PRIMARY KEY, secret text);
+GRANT SELECT ON regress_live_t TO regress_repl;
 SELECT pgsandbox.mask('live_masked', 'public.regress_live_t.secret', $$'x'$$);
 SELECT pgsandbox.add_source('live_ok', 'dbname=contrib_regression user=regress_repl password=regress_pw',
                             allow_data => true);
@@ -64,6 +65,6 @@ SELECT pgsandbox.remove_source('live_nodata');
 SELECT pgsandbox.remove_source('live_nopw');
 SELECT pgsandbox.remove_source('live_masked');
 SELECT pgsandbox.remove_source('live_ok');
+DROP TABLE regress_live_t;
 DROP ROLE regress_live_user;
 DROP ROLE regress_repl;
-DROP TABLE regress_live_t;
