@@ -294,7 +294,7 @@ typedef struct SbxLivePause
 	int			copies;			/* copies that hold the pause */
 	bool		paused;			/* the apply is stopped: copies may go */
 	TimestampTz as_of;			/* every change of the source before it is in */
-	TimestampTz since;			/* when the pause began */
+	TimestampTz since;			/* when the apply was paused */
 } SbxLivePause;
 
 typedef struct SbxShared

@@ -116,6 +116,10 @@ sbx_check_live_server(PGconn *conn, const char *source)
 {
 	char	   *wal_level = sbx_live_ask(conn, source,
 										 "SELECT pg_catalog.current_setting('wal_level')", 0, NULL);
+	char	   *senders = sbx_live_ask(conn, source,
+									   "SELECT LEAST(pg_catalog.current_setting('max_wal_senders')::int,"
+									   "             pg_catalog.current_setting('max_replication_slots')::int)",
+									   0, NULL);
 	char	   *may_replicate = sbx_live_ask(conn, source,
 											 "SELECT rolreplication OR rolsuper FROM pg_catalog.pg_roles"
 											 " WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER",
@@ -127,6 +131,11 @@ sbx_check_live_server(PGconn *conn, const char *source)
 				 errmsg("source \"%s\" runs with wal_level = %s, and a live snapshot needs logical",
 						source, wal_level ? wal_level : "unknown"),
 				 errhint("Set wal_level = logical on the source's server and restart it.")));
+	if (senders == NULL || atoi(senders) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source \"%s\" takes no replication connection or slot", source),
+				 errhint("Set max_wal_senders and max_replication_slots above 0 on the source's server and restart it.")));
 	if (may_replicate == NULL || strcmp(may_replicate, "t") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -29,6 +29,7 @@
 #include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
+#include "sbx_masking.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "storage/ipc.h"
@@ -258,6 +259,18 @@ sbx_live_copy_begin(SbxCloneJob *job)
 		sbx_live_pause_ready(job->snapshot_id, as_of);
 	}
 	job->data_as_of = as_of;
+	if (sbx_test_copy_pause != 0)
+	{
+		char		key[16];
+		const char *args[1] = {key};
+
+		/* a test kills or restarts what it likes here, the apply paused */
+		snprintf(key, sizeof(key), "%d", sbx_test_copy_pause);
+		sbx_xact_begin("pgsandbox: waiting for a test");
+		sbx_spi("SELECT pg_catalog.pg_advisory_xact_lock_shared($1::pg_catalog.int8)",
+				SPI_OK_SELECT, 1, args);
+		sbx_xact_commit();
+	}
 }
 
 /*
@@ -293,15 +306,26 @@ sbx_live_copy_end(const SbxCloneJob *job)
  * In a copy of a live snapshot, connected to it: set its sequences as the
  * source has them now.  Logical replication does not carry sequences; a
  * sequence the source's login may not read keeps the snapshot's value, and
- * the ready event counts it.
+ * the ready event counts it, as it says when the source cannot be reached.
  */
 void
 sbx_live_copy_sequences(const SbxCloneJob *job)
 {
-	PGconn	   *conn = sbx_source_open(job->source, job->conninfo, job->require_password);
+	int			code;
+	char	   *message;
+	char	   *detail;
+	PGconn	   *conn = sbx_source_try_connect(job->source, job->conninfo, job->require_password,
+											  5, &code, &message, &detail);
 	PGresult   *res;
 	int			set = 0;
 	int			unread = 0;
+
+	if (conn == NULL)
+	{
+		sbx_note("the source could not be reached (%s): its sequences hold the snapshot's values",
+				 detail);
+		return;
+	}
 
 	PG_TRY();
 	{

@@ -59,7 +59,6 @@ sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of)
 	sbx_shared->live_pauses[free_slot].snapshot_id = snapshot_id;
 	sbx_shared->live_pauses[free_slot].copies = 1;
 	sbx_shared->live_pauses[free_slot].paused = false;
-	sbx_shared->live_pauses[free_slot].since = GetCurrentTimestamp();
 	LWLockRelease(sbx_shared->lock);
 	return turn;
 }
@@ -77,6 +76,7 @@ sbx_live_pause_ready(int64 snapshot_id, TimestampTz as_of)
 		{
 			p->paused = true;
 			p->as_of = as_of;
+			p->since = GetCurrentTimestamp();
 		}
 	}
 	LWLockRelease(sbx_shared->lock);
@@ -103,8 +103,11 @@ sbx_live_pause_leave(int64 snapshot_id, double *paused_secs)
 			long		secs;
 			int			usecs;
 
-			TimestampDifference(p->since, GetCurrentTimestamp(), &secs, &usecs);
-			*paused_secs = secs + usecs / 1000000.0;
+			if (p->paused)
+			{
+				TimestampDifference(p->since, GetCurrentTimestamp(), &secs, &usecs);
+				*paused_secs = secs + usecs / 1000000.0;
+			}
 			memset(p, 0, sizeof(*p));
 			last = true;
 		}
