@@ -17,7 +17,7 @@ extern void sbx_run_request(SbxRequest *req, SbxRequest *result);
 extern void sbx_probe_source(const char *source, SbxRequest *req);
 extern void sbx_check_request_source(const SbxRequest *req, bool check_data);
 
-/* doctor()'s rows (doctor.c), and its checks of live sources (doctor_live.c) */
+/* doctor()'s rows (doctor_rows.c), and its checks of live sources (doctor_live.c) */
 typedef struct SbxDoctor
 {
 	struct Tuplestorestate *store;

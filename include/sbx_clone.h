@@ -14,15 +14,17 @@
 
 /* the clone worker (clone_worker.c) */
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
-extern void sbx_note(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/* the notes of a clone job's ready event (job_notes.c) */
+extern void sbx_job_note(SbxCloneJob *job, const char *fmt,...) pg_attribute_printf(2, 3);
 
 /* making and copying live snapshots (live_copy.c) */
 extern char *sbx_live_build_begin(const SbxCloneJob *job);
 extern void sbx_live_build_end(const SbxCloneJob *job, bool failed);
 extern void sbx_live_subscribe(SbxCloneJob *job);
 extern void sbx_live_copy_begin(SbxCloneJob *job);
-extern void sbx_live_copy_end(const SbxCloneJob *job);
-extern void sbx_live_copy_sequences(const SbxCloneJob *job);
+extern void sbx_live_copy_end(SbxCloneJob *job);
+extern void sbx_live_copy_sequences(SbxCloneJob *job);
 
 /* how a copy of a database is made (copy_method.c) */
 extern const char *sbx_choose_copy_method(Oid dboid, char *how, size_t howlen);

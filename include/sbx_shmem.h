@@ -362,7 +362,6 @@ typedef enum SbxPauseTurn
 extern SbxPauseTurn sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of);
 extern void sbx_live_pause_ready(int64 snapshot_id, TimestampTz as_of);
 extern bool sbx_live_pause_leave(int64 snapshot_id, double *paused_secs);
-extern bool sbx_live_pause_held(int64 snapshot_id);
 
 /* the metrics' counters (metrics.c) */
 extern void sbx_count_clone(const char *method, double seconds);

@@ -34,18 +34,6 @@
 
 PG_FUNCTION_INFO_V1(pgsandbox_doctor);
 
-void
-sbx_doctor_row(SbxDoctor *d, const char *check, bool ok, const char *detail)
-{
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-
-	values[0] = CStringGetTextDatum(check);
-	values[1] = BoolGetDatum(ok);
-	values[2] = CStringGetTextDatum(detail);
-	tuplestore_putvalues(d->store, d->desc, values, nulls);
-}
-
 /* Major version of a client program, from its --version output, or 0. */
 static int
 sbx_program_major(const char *path)

@@ -169,21 +169,6 @@ sbx_source_read(void)
 	return info;
 }
 
-/* Add a sentence to the notes the 'ready' event records. */
-void
-sbx_note(const char *fmt,...)
-{
-	char		buf[SBX_DETAIL_MAX];
-	va_list		args;
-	size_t		len = strlen(sbx_job.notes);
-
-	va_start(args, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, args);
-	va_end(args);
-	snprintf(sbx_job.notes + len, sizeof(sbx_job.notes) - len, "%s%s",
-			 len > 0 ? "; " : "", buf);
-}
-
 /*
  * The sandbox database was created with the source's encoding and locale,
  * as the caller read them; check them against what the source says now.
@@ -231,7 +216,7 @@ sbx_check_locale(const SbxLocale *source)
 						   source->encoding, source->collate, encoding, collate),
 				 errhint("Set pgsandbox.locale_fallback = on to accept the server's default.")));
 	if (strstr(sbx_job.notes, "locale") == NULL)
-		sbx_note("encoding and locale \"%s\", \"%s\" instead of the source's \"%s\", \"%s\" (pgsandbox.locale_fallback)",
+		sbx_job_note(&sbx_job, "encoding and locale \"%s\", \"%s\" instead of the source's \"%s\", \"%s\" (pgsandbox.locale_fallback)",
 				 encoding, collate, source->encoding, source->collate);
 }
 
@@ -569,7 +554,7 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 		initStringInfo(&left_out);
 		sbx_filter_restore_list(listing, list, info, masking, &left_out);
 		if (left_out.len > 0)
-			sbx_note("left out, as only a superuser may own them: %s", left_out.data);
+			sbx_job_note(&sbx_job, "left out, as only a superuser may own them: %s", left_out.data);
 	}
 
 	sbx_phase(SBX_PHASE_RESTORING, -1);
@@ -610,7 +595,7 @@ sbx_apply_settings(List *settings)
 	sbx_apply_database_settings(sbx_job.dbname, sbx_job.name, settings, &refused);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	if (refused.len > 0)
-		sbx_note("database settings left out: %s", refused.data);
+		sbx_job_note(&sbx_job, "database settings left out: %s", refused.data);
 }
 
 /* Copy the extensions' configuration rows, over a new source connection. */
@@ -685,7 +670,7 @@ sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 	sbx_stream_wait();
 	sbx_step(SBX_STEP_RESTORED);
 	if (sbx_job.statistics)
-		sbx_note("with the planner's statistics of the source");
+		sbx_job_note(&sbx_job, "with the planner's statistics of the source");
 	return info;
 }
 
@@ -852,7 +837,7 @@ sbx_fill_sandbox(void)
 	if (sbx_job.reset)
 		sbx_hand_over();
 	if (sbx_jobs > 1)
-		sbx_note("dumped and restored with %d jobs", sbx_jobs);
+		sbx_job_note(&sbx_job, "dumped and restored with %d jobs", sbx_jobs);
 	sbx_record_digest();
 	/* last, once nothing can fail the build: its subscription takes the slot */
 	if (live)
@@ -899,7 +884,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 		sbx_job.data_as_of = GetCurrentTimestamp();
 		sbx_dump_and_restore(dump_env, restore_env, info, NULL, snapshot_reader);
 		if (sbx_job.statistics)
-			sbx_note("with the planner's statistics of the source");
+			sbx_job_note(&sbx_job, "with the planner's statistics of the source");
 	}
 	else
 	{
@@ -921,7 +906,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 										masks, patterns, subsets,
 										sbx_job.rules_encoding);
 			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);
-			sbx_note("%s", sbx_masking_summary(masking));
+			sbx_job_note(&sbx_job, "%s", sbx_masking_summary(masking));
 			/* everything but the rows, in the reader's snapshot (verify.c) */
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
 		}

@@ -139,7 +139,7 @@ sbx_live_subscribe(SbxCloneJob *job)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	sbx_note("following publication \"%s\" of the source through slot \"%s\"",
+	sbx_job_note(job, "following publication \"%s\" of the source through slot \"%s\"",
 			 job->live_publication, job->live_slot);
 }
 
@@ -174,7 +174,7 @@ sbx_live_applied_past(Oid dboid, const char *name, const char *lsn)
  * the snapshot's own data_as_of.
  */
 static TimestampTz
-sbx_live_catch_up(const SbxCloneJob *job)
+sbx_live_catch_up(SbxCloneJob *job)
 {
 	char		idbuf[32];
 	const char *args[1] = {idbuf};
@@ -198,7 +198,7 @@ sbx_live_catch_up(const SbxCloneJob *job)
 	if (!sbx_live_probe(job->source, job->conninfo, job->require_password, slot, "",
 						5, &probe))
 	{
-		sbx_note("the source could not be reached (%s): the copy holds what the apply had reached",
+		sbx_job_note(job, "the source could not be reached (%s): the copy holds what the apply had reached",
 				 probe.why);
 		return fallback;
 	}
@@ -217,7 +217,7 @@ sbx_live_catch_up(const SbxCloneJob *job)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	sbx_note("the apply did not reach the source's present within pgsandbox.live_catchup_timeout");
+	sbx_job_note(job, "the apply did not reach the source's present within pgsandbox.live_catchup_timeout");
 	return fallback;
 }
 
@@ -279,7 +279,7 @@ sbx_live_copy_begin(SbxCloneJob *job)
  * an apply left paused (live.c).
  */
 void
-sbx_live_copy_end(const SbxCloneJob *job)
+sbx_live_copy_end(SbxCloneJob *job)
 {
 	double		secs;
 
@@ -299,7 +299,7 @@ sbx_live_copy_end(const SbxCloneJob *job)
 		FlushErrorState();
 	}
 	PG_END_TRY();
-	sbx_note("the live snapshot's apply was paused for %.2f s", secs);
+	sbx_job_note(job, "the live snapshot's apply was paused for %.2f s", secs);
 }
 
 /*
@@ -309,7 +309,7 @@ sbx_live_copy_end(const SbxCloneJob *job)
  * the ready event counts it, as it says when the source cannot be reached.
  */
 void
-sbx_live_copy_sequences(const SbxCloneJob *job)
+sbx_live_copy_sequences(SbxCloneJob *job)
 {
 	int			code;
 	char	   *message;
@@ -322,7 +322,7 @@ sbx_live_copy_sequences(const SbxCloneJob *job)
 
 	if (conn == NULL)
 	{
-		sbx_note("the source could not be reached (%s): its sequences hold the snapshot's values",
+		sbx_job_note(job, "the source could not be reached (%s): its sequences hold the snapshot's values",
 				 detail);
 		return;
 	}
@@ -364,6 +364,6 @@ sbx_live_copy_sequences(const SbxCloneJob *job)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	PQclear(res);
-	sbx_note("%d sequences set as the source has them%s", set,
+	sbx_job_note(job, "%d sequences set as the source has them%s", set,
 			 unread > 0 ? psprintf(" (%d it never used, or its login may not read)", unread) : "");
 }

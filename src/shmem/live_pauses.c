@@ -9,8 +9,8 @@
  * for as long as the copy takes.  Copies that start meanwhile share the
  * pause, and the data_as_of it was taken at; the last to finish resumes
  * the apply.  A copy that would join a pause still being taken waits for
- * it.  The lifecycle worker resumes an apply left paused with no entry here
- * (a clone worker that died mid copy).
+ * it.  The lifecycle worker resumes an apply left paused by a clone worker
+ * that died mid copy, taking the pause as a copy would (live.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -114,17 +114,4 @@ sbx_live_pause_leave(int64 snapshot_id, double *paused_secs)
 	}
 	LWLockRelease(sbx_shared->lock);
 	return last;
-}
-
-/* Whether a copy holds (or is taking) a pause of this live snapshot. */
-bool
-sbx_live_pause_held(int64 snapshot_id)
-{
-	bool		held = false;
-
-	LWLockAcquire(sbx_shared->lock, LW_SHARED);
-	for (int i = 0; i < SBX_MAX_CLONE_JOBS; i++)
-		held |= sbx_shared->live_pauses[i].snapshot_id == snapshot_id;
-	LWLockRelease(sbx_shared->lock);
-	return held;
 }

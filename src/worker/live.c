@@ -48,6 +48,9 @@ typedef struct SbxLiveWatch
 
 static List *sbx_live_watches = NIL;	/* of SbxLiveWatch, in sbx_worker_cxt */
 
+typedef struct SbxLiveRow SbxLiveRow;
+static void sbx_live_resume_unheld(const SbxLiveRow *r);
+
 /* how long a failed live build waits before the next one */
 #define SBX_LIVE_RETRY_SECS		60
 /* how long the worker waits for a source to answer its look */
@@ -153,7 +156,7 @@ sbx_live_watch(int64 id)
 }
 
 /* what the worker reads of a ready live snapshot and its subscription */
-typedef struct SbxLiveRow
+struct SbxLiveRow
 {
 	int64		id;
 	char	   *name;
@@ -170,7 +173,7 @@ typedef struct SbxLiveRow
 	int64		apply_errors;
 	char	   *applied_lsn;	/* how far the apply has gone, NULL if not known */
 	char	   *tables;			/* what it subscribed to, counted and hashed */
-} SbxLiveRow;
+};
 
 /* In a worker transaction: the ready live snapshots that serve now. */
 static List *
@@ -329,8 +332,37 @@ sbx_live_look(SbxLiveRow *r)
 	sbx_xact_commit();
 
 	/* a copy's clone worker died with the apply paused */
-	if (r->subscribed && !r->enabled && !sbx_live_pause_held(r->id))
+	if (r->subscribed && !r->enabled)
+		sbx_live_resume_unheld(r);
+}
+
+/*
+ * Resume the apply of live snapshot r, left paused by a copy that died,
+ * unless a copy holds the pause now.  The worker takes the pause as a copy
+ * would, so that no copy pauses the apply while it resumes it.
+ */
+static void
+sbx_live_resume_unheld(const SbxLiveRow *r)
+{
+	TimestampTz as_of;
+	double		secs;
+	SbxPauseTurn turn = sbx_live_pause_join(r->id, &as_of);
+
+	if (turn == SBX_PAUSE_WAIT)
+		return;					/* a copy is pausing it */
+	/* shared: a copy holds it, and resumes it unless it left meanwhile */
+	if (turn == SBX_PAUSE_SHARED && !sbx_live_pause_leave(r->id, &secs))
+		return;
+	PG_TRY();
+	{
 		sbx_live_command(r->dboid, r->name, r->name, SBX_LIVE_RESUME);
+	}
+	PG_FINALLY();
+	{
+		if (turn == SBX_PAUSE_MINE)
+			(void) sbx_live_pause_leave(r->id, &secs);
+	}
+	PG_END_TRY();
 }
 
 static void
@@ -340,8 +372,61 @@ sbx_live_look_step(void *arg)
 }
 
 /*
+ * The slot of one live build that failed, which its clone worker drops
+ * unless it died first (a crash, a restart): dropped on its source now, or
+ * forgotten with a warning if the source was removed since.  One a step.
+ */
+static void
+sbx_live_drop_failed_slot(void *arg)
+{
+	char	   *id = NULL;
+	char	   *slot = NULL;
+	char	   *source = NULL;
+	char	   *conninfo = NULL;
+	bool		require_password = true;
+	char	   *why = NULL;
+	bool		gone;
+
+	sbx_xact_begin("pgsandbox: looking for the slots of failed live builds");
+	sbx_spi(psprintf("SELECT s.id::text, s.live_slot, s.source, o.conninfo, o.require_password"
+					 "  FROM pgsandbox.sandbox s"
+					 "  LEFT JOIN pgsandbox.source o ON o.name = s.source AND %s"
+					 " WHERE s.kind = 'snapshot' AND s.status = 'failed' AND s.live_slot IS NOT NULL"
+					 " ORDER BY s.id LIMIT 1", sbx_same_source_sql()),
+			SPI_OK_SELECT, 0, NULL);
+	if (SPI_processed == 1)
+	{
+		id = sbx_keep(sbx_spi_text(0, 1));
+		slot = sbx_keep(sbx_spi_text(0, 2));
+		source = sbx_keep(sbx_spi_text(0, 3));
+		conninfo = sbx_keep(sbx_spi_text(0, 4));
+		require_password = strcmp(sbx_spi_text(0, 5) ? sbx_spi_text(0, 5) : "t", "t") == 0;
+	}
+	sbx_xact_commit();
+	if (id == NULL)
+		return;
+
+	gone = conninfo == NULL ||
+		sbx_live_slot_drop(source, conninfo, require_password, slot, SBX_LIVE_PROBE_TIMEOUT, &why);
+	if (conninfo != NULL)
+		explicit_bzero(conninfo, strlen(conninfo));
+	if (!gone)
+		return;					/* the source is away: the next step tries again */
+	if (conninfo == NULL)
+		ereport(WARNING,
+				(errmsg("the replication slot \"%s\" of a failed live build may be left on removed source \"%s\"",
+						slot, source),
+				 errhint("Drop it there with pg_drop_replication_slot() if it is.")));
+	sbx_xact_begin("pgsandbox: forgetting the slot of a failed live build");
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = NULL WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 1, (const char *[]) {id});
+	sbx_xact_commit();
+}
+
+/*
  * The live timer: retire what no longer follows a live source, then look
- * after each live snapshot that serves, each in its own error handler.
+ * after each live snapshot that serves, each in its own error handler, and
+ * drop the slot of a live build that failed.
  */
 bool
 sbx_live_step(void)
@@ -371,6 +456,8 @@ sbx_live_step(void)
 							   psprintf("could not look after the live snapshot \"%s\"", r->name));
 	}
 	list_free_deep(rows);
+	(void) sbx_try_or_warn(sbx_live_drop_failed_slot, NULL,
+						   "could not drop the slot of a failed live build");
 	return false;
 }
 

@@ -18,6 +18,7 @@
 # - the other cluster stopped: clones still served, from what was applied;
 #   started again: its changes arrive;
 # - masking and subset rules refused on a live source;
+# - a live build killed once its slot is made: the worker drops the slot;
 # - unset_live() and remove_source() leave no subscription here and no slot
 #   pgsandbox made on the source.
 
@@ -38,7 +39,8 @@ my $node = sandbox_node('live',
 	  . "max_wal_senders = 10\n"
 	  . "pgsandbox.max_sandboxes_per_owner = 50\n"
 	  . "pgsandbox.copy_strategy = wal_log\n"
-	  . "pgsandbox.test_copy_pause = 4242\n");
+	  . "pgsandbox.test_copy_pause = 4242\n"
+	  . "restart_after_crash = on\n");
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
@@ -338,6 +340,48 @@ $changed_at = $far->safe_psql('postgres', 'SELECT now()');
 caught_up('far', $changed_at, 'the source back');
 my ($h_name, $h_conn) = clone_of('far');
 is(in_sandbox($h_conn, $digest), $far->safe_psql('postgres', $digest), 'its changes arrive again');
+
+# ---------------------------------------------------------------------
+# a live build killed once its slot is made leaves no slot behind
+# ---------------------------------------------------------------------
+my $bindir = $node->config_data('--bindir');
+my $wrap = PostgreSQL::Test::Utils::tempdir();
+chmod 0755, $wrap;
+my $gate = PostgreSQL::Test::Utils::tempdir();
+chmod 0777, $gate;
+open $fh, '>', "$wrap/pg_restore" or die $!;
+print $fh qq{#!/bin/sh
+# the restore of a live build waits at the gate, then fails
+touch '$gate/waiting'
+while [ ! -e '$gate/open' ]; do sleep 0.1; done
+exit 1
+};
+close $fh;
+chmod 0755, "$wrap/pg_restore";
+symlink("$bindir/pg_dump", "$wrap/pg_dump") or die $!;
+set_bin_dir($node, $wrap);
+$node->safe_psql('postgres', 'CREATE DATABASE blip');
+$node->safe_psql('blip', q{CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1);
+                           CREATE PUBLICATION blippub FOR TABLE t});
+sq(q{SELECT pgsandbox.add_source('blip', 'dbname=blip user=repl password=replpw', allow_data => true)});
+sq(q{SELECT pgsandbox.set_live('blip', 'blippub')});
+ok(wait_until(sub { -e "$gate/waiting" }, 60), 'a live build of blip is restoring');
+my $dead_slot = sq(q{SELECT live_slot FROM pgsandbox.sandbox WHERE source = 'blip' AND status = 'cloning'});
+is(sq("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$dead_slot'"), '1',
+	'its slot is made');
+my ($victim) = clone_worker_pids($node);
+kill 'KILL', $victim;
+ok(wait_until(sub { my ($r) = $node->psql('postgres', 'SELECT 1'); $r == 0 }, 60),
+	'the server restarts after the clone worker is killed');
+set_bin_dir($node, '');
+open $fh, '>', "$gate/open" or die $!;
+close $fh;
+is(poll_value($node, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$dead_slot'", '0', 60),
+	'0', 'the worker drops the slot of the build that died');
+is(poll_value($node, "SELECT count(*) FROM pgsandbox.sandbox WHERE live_slot = '$dead_slot'", '0', 60),
+	'0', 'and forgets it');
+ok(live_snapshot('blip'), 'a later build makes the live snapshot');
+sq(q{SELECT pgsandbox.remove_source('blip')});
 
 # ---------------------------------------------------------------------
 # unset_live() and remove_source() leave nothing behind
