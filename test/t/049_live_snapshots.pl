@@ -371,7 +371,7 @@ is(sq("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$dead_slot'"
 	'its slot is made');
 my ($victim) = clone_worker_pids($node);
 kill 'KILL', $victim;
-ok(wait_until(sub { my ($r) = $node->psql('postgres', 'SELECT 1'); $r == 0 }, 60),
+ok(wait_until(sub { try_psql($node, 'postgres', 'SELECT 1') eq '1' }, 60),
 	'the server restarts after the clone worker is killed');
 set_bin_dir($node, '');
 open $fh, '>', "$gate/open" or die $!;
