@@ -21,8 +21,10 @@
 #      "static" (a copy of its snapshot), in turn: their times, the ratio,
 #      and how far each live copy's data_as_of is from the moment it was
 #      asked for (after it when the copy waited for the apply to reach the
-#      source's present).  Every copy's pgbench_accounts is counted against its
-#      source.
+#      source's present); beside them, fresh data the usual way (createdb +
+#      pg_dump -Fc | pg_restore from the live source) and CREATE DATABASE
+#      ... TEMPLATE of the static snapshot.  Every copy's pgbench_accounts
+#      is counted against its source.
 #
 # Run as root on a Debian 12 machine, it installs the packages it needs and
 # builds and installs pgsandbox (unless SKIP_BUILD=1).  Writes
@@ -168,7 +170,11 @@ dump_mb_h=$(awk -v p="$refresh_pages" 'BEGIN { printf "%.0f", p * 8192 * 4 / 104
 # --- 2. copies under the load -------------------------------------------------
 accounts() { as_pg psql -X -A -t -d "$1" -c "SELECT count(*) FROM pgbench_accounts"; }
 want=$(accounts live)
-lt=() st=() ratio=() behind=()
+lt=() st=() mt=() tt=() ratio=() ratio_m=() ratio_t=() behind=()
+staticdb=$(q "SELECT s.name FROM pgsandbox._current_snapshots() c JOIN pgsandbox.sandbox s ON s.id = c.id
+              WHERE c.source = 'static' AND NOT c.schema_only")
+strategy=""
+[ "$COPY_STRATEGY" = auto ] || strategy=" STRATEGY $COPY_STRATEGY"
 for round in $(seq 1 "$RUNS"); do
 	q "CHECKPOINT" >/dev/null
 	asked=$(q "SELECT clock_timestamp()")
@@ -184,13 +190,34 @@ for round in $(seq 1 "$RUNS"); do
 	s=$(( $(now_ms) - t0 ))
 	[ "$(accounts "$sbx")" = "$want" ] || { echo "live.sh: $sbx lacks accounts" >&2; exit 1; }
 	q "SELECT pgsandbox.drop('$sbx')" >/dev/null
-	lt+=("$l"); st+=("$s")
+	# fresh data without pgsandbox: the manual pipeline from the source
+	q "CHECKPOINT" >/dev/null
+	t0=$(now_ms)
+	as_pg createdb bench_manual
+	as_pg bash -c "set -o pipefail; pg_dump -Fc -d live | pg_restore --no-owner -d bench_manual"
+	m=$(( $(now_ms) - t0 ))
+	[ "$(accounts bench_manual)" = "$want" ] || { echo "live.sh: the manual pipeline lacks accounts" >&2; exit 1; }
+	as_pg dropdb bench_manual
+	# and a template copy of the static snapshot's database
+	q "CHECKPOINT" >/dev/null
+	t0=$(now_ms)
+	q "CREATE DATABASE bench_template TEMPLATE \"$staticdb\"$strategy" >/dev/null
+	t=$(( $(now_ms) - t0 ))
+	[ "$(accounts bench_template)" = "$want" ] || { echo "live.sh: the template copy lacks accounts" >&2; exit 1; }
+	q "DROP DATABASE bench_template" >/dev/null
+	lt+=("$l"); st+=("$s"); mt+=("$m"); tt+=("$t")
 	ratio+=("$(awk -v a="$l" -v b="$s" 'BEGIN { printf "%.3f", a / b }')")
-	echo "  round $round: live copy $l ms (its data_as_of ${behind[-1]} ms from the moment it was asked for), static copy $s ms" | tee -a "$out"
+	ratio_m+=("$(awk -v a="$l" -v b="$m" 'BEGIN { printf "%.3f", a / b }')")
+	ratio_t+=("$(awk -v a="$l" -v b="$t" 'BEGIN { printf "%.3f", a / b }')")
+	echo "  round $round: live copy $l ms (its data_as_of ${behind[-1]} ms from the moment it was asked for)," \
+		"static copy $s ms, manual pipeline $m ms, template $t ms" | tee -a "$out"
 done
 {
 	echo "2. copies, medians of $RUNS rounds: live $(printf '%s\n' "${lt[@]}" | median) ms, static $(printf '%s\n' "${st[@]}" | median) ms,"
-	echo "   live / static $(printf '%s\n' "${ratio[@]}" | median)x (median of the per-round ratios);"
+	echo "   manual pipeline (createdb + pg_dump -Fc | pg_restore, fresh data the usual way) $(printf '%s\n' "${mt[@]}" | median) ms,"
+	echo "   CREATE DATABASE ... TEMPLATE of the static snapshot $(printf '%s\n' "${tt[@]}" | median) ms;"
+	echo "   live / static $(printf '%s\n' "${ratio[@]}" | median)x, live / manual $(printf '%s\n' "${ratio_m[@]}" | median)x," \
+		"live / template $(printf '%s\n' "${ratio_t[@]}" | median)x (medians of the per-round ratios);"
 	echo "   a live copy's data_as_of from the moment it was asked for (negative: older): median $(printf '%s\n' "${behind[@]}" | median) ms, at worst $(printf '%s\n' "${behind[@]}" | sort -n | head -1) ms"
 	echo "   pauses: $(q "SELECT string_agg(substring(detail FROM 'paused for ([0-9.]+ s)'), ', ' ORDER BY at) FROM pgsandbox.events WHERE action = 'ready' AND detail LIKE '%apply was paused%'")"
 } | tee -a "$out"
