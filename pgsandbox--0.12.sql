@@ -66,7 +66,7 @@ $$;
  * apply runs as it, a member of each live snapshot's role, with no login
  * but that of the apply (the login check refuses every client), no
  * password, and no privilege outside those snapshots.  A role of that name
- * that pgsandbox did not make is refused.
+ * that pgsandbox did not make, or that any role is a member of, is refused.
  */
 DO $$
 BEGIN
@@ -74,7 +74,9 @@ BEGIN
 		CREATE ROLE pgsandbox_live NOLOGIN BYPASSRLS;
 		COMMENT ON ROLE pgsandbox_live IS 'pgsandbox: owns the subscriptions of live snapshots';
 	ELSIF pg_catalog.shobj_description('pgsandbox_live'::pg_catalog.regrole, 'pg_authid')
-		  IS DISTINCT FROM 'pgsandbox: owns the subscriptions of live snapshots' THEN
+		  IS DISTINCT FROM 'pgsandbox: owns the subscriptions of live snapshots'
+		  OR EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members
+					  WHERE roleid = 'pgsandbox_live'::pg_catalog.regrole) THEN
 		RAISE EXCEPTION 'role "pgsandbox_live" exists, and pgsandbox did not make it'
 			USING ERRCODE = 'duplicate_object',
 				  HINT = 'Drop or rename the role, then create or update the extension.';

@@ -66,9 +66,16 @@ extern PGconn *sbx_source_open(const char *name, const char *conninfo,
 extern void sbx_check_tables_trusted(PGconn *conn, const char *source,
 									 const char *trusted_owners, List *relids,
 									 const char *why);
+extern void sbx_check_tables_trusted_ext(PGconn *conn, const char *source,
+										 const char *trusted_owners, List *relids,
+										 bool applied, const char *why);
 extern List *sbx_untrusted_tables(PGconn *conn, const char *source,
 								  const char *trusted_owners, List *relids);
 extern char *sbx_source_trusted_owners(const char *name);
+
+/* what a live source must offer (live_checks.c) */
+extern void sbx_check_live_source(PGconn *conn, const char *source,
+								  const char *publication, const char *trusted_owners);
 
 /* what a clone reads from its source's catalog (source_info.c) */
 typedef struct SbxExtension

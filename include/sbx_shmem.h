@@ -215,6 +215,7 @@ typedef struct SbxCloneJob
 	char		live_slot[NAMEDATALEN];
 	char		live_tables[SBX_DIGEST_MAX];	/* what it publishes, counted and
 												 * hashed by name */
+	bool		live_slot_dropped;	/* a failed build dropped its slot */
 
 	TimestampTz data_as_of;		/* when the data was read from the source */
 	char		objects_digest[SBX_DIGEST_MAX]; /* what it holds, counted and
@@ -293,6 +294,7 @@ typedef struct SbxLivePause
 	int64		snapshot_id;	/* 0: a free entry */
 	int			copies;			/* copies that hold the pause */
 	bool		paused;			/* the apply is stopped: copies may go */
+	bool		resuming;		/* the last copy is resuming it: wait */
 	TimestampTz as_of;			/* every change of the source before it is in */
 	TimestampTz since;			/* when the apply was paused */
 } SbxLivePause;
@@ -357,11 +359,12 @@ typedef enum SbxPauseTurn
 {
 	SBX_PAUSE_MINE,				/* this copy pauses the apply */
 	SBX_PAUSE_SHARED,			/* the apply is paused: copy now */
-	SBX_PAUSE_WAIT				/* another copy is pausing it: ask again */
+	SBX_PAUSE_WAIT				/* another copy is pausing or resuming it: ask again */
 } SbxPauseTurn;
 extern SbxPauseTurn sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of);
 extern void sbx_live_pause_ready(int64 snapshot_id, TimestampTz as_of);
 extern bool sbx_live_pause_leave(int64 snapshot_id, double *paused_secs);
+extern void sbx_live_pause_resumed(int64 snapshot_id);
 
 /* the metrics' counters (metrics.c) */
 extern void sbx_count_clone(const char *method, double seconds);

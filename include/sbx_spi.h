@@ -24,7 +24,7 @@ extern char *sbx_spi_text(int row, int col);
 extern List *sbx_keep_column(int col);
 extern void sbx_log_event(const char *sandbox, const char *action,
 						  const char *actor, const char *detail);
-extern void sbx_run_utility(const char *sql, const char *password_secret);
+extern void sbx_run_utility(const char *sql, const char *secret);
 extern void sbx_run_utility_xact(const char *sql, const char *activity);
 extern void sbx_random_string(char *out, int n, const char *alphabet);
 #define SBX_PASSWORD_ALPHABET \

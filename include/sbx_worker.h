@@ -266,6 +266,7 @@ extern void sbx_lock_live_snapshot(const char *name, int64 id, const char *table
 extern bool sbx_live_next_build(char *source);
 extern bool sbx_live_step(void);
 extern void sbx_live_detach_database(Oid dboid, const char *name);
+extern void sbx_live_forget_slot(int64 sandbox_id);
 
 /* the lifecycle worker's timers (timers.c) */
 extern PGDLLIMPORT bool sbx_background_waits;	/* upkeep waits for a job */

@@ -11,6 +11,9 @@ SELECT pgsandbox.add_source('live_masked', 'dbname=contrib_regression user=regre
 CREATE TABLE regress_live_t (id int PRIMARY KEY, secret text);
 GRANT SELECT ON regress_live_t TO regress_repl;
 SELECT pgsandbox.mask('live_masked', 'public.regress_live_t.secret', $$'x'$$);
+SELECT pgsandbox.add_source('live_excl', 'dbname=contrib_regression user=regress_repl password=regress_pw',
+                            allow_data => true);
+SELECT pgsandbox.exclude_data('live_excl', 'public.regress_live_t');
 SELECT pgsandbox.add_source('live_ok', 'dbname=contrib_regression user=regress_repl password=regress_pw',
                             allow_data => true);
 
@@ -37,11 +40,17 @@ SELECT sql, pg_temp.try(sql) AS refused FROM (VALUES
 	('SELECT pgsandbox.set_live(''live_nodata'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_nopw'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_masked'', ''pub'')'),
+	('SELECT pgsandbox.set_live(''live_excl'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_ok'', ''pub'')'),
 	('SELECT pgsandbox.unset_live(''live_ok'')'),
 	('SELECT pgsandbox.unset_live(''nosuchsource'')'),
 	('SELECT pgsandbox.unset_live(NULL)')
 ) AS t(sql);
+
+-- a publication name that is not ASCII (printed apart: its bytes depend on
+-- the database's encoding)
+SELECT pg_temp.try('SELECT pgsandbox.set_live(''live_ok'', '
+                   || quote_literal('p' || chr(249) || 'b') || ')') AS refused;
 
 -- nothing was made, and no source is live
 SELECT (SELECT count(*) FROM pgsandbox.sandbox) = sandboxes AS same_sandboxes,
@@ -57,13 +66,15 @@ SELECT pgsandbox.set_live('live_ok', 'pub');
 SELECT pgsandbox.unset_live('live_ok');
 RESET ROLE;
 
--- no client logs in as pgsandbox_live, which has no login anyway
+-- pgsandbox_live: no login before the first live build (which gives it one
+-- for its apply; the login check refuses every client as it, see 049)
 SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolreplication
   FROM pg_roles WHERE rolname = 'pgsandbox_live';
 
 SELECT pgsandbox.remove_source('live_nodata');
 SELECT pgsandbox.remove_source('live_nopw');
 SELECT pgsandbox.remove_source('live_masked');
+SELECT pgsandbox.remove_source('live_excl');
 SELECT pgsandbox.remove_source('live_ok');
 DROP TABLE regress_live_t;
 DROP ROLE regress_live_user;

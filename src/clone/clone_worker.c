@@ -962,6 +962,7 @@ static void
 sbx_copy_snapshot(void)
 {
 	const char *strategy;
+	MemoryContext outer;
 
 	sbx_phase(SBX_PHASE_COPYING, -1);
 	/* it reads the catalog; a setting it makes outlives the transaction */
@@ -971,6 +972,7 @@ sbx_copy_snapshot(void)
 	strategy = sbx_choose_copy_method(sbx_job.snapshot_dboid, sbx_job.copy_how,
 									  sizeof(sbx_job.copy_how));
 	CommitTransactionCommand();
+	outer = CurrentMemoryContext;
 	/* a live snapshot's apply is paused while it is copied (live_copy.c) */
 	if (sbx_job.snapshot_live)
 		sbx_live_copy_begin(&sbx_job);
@@ -987,12 +989,24 @@ sbx_copy_snapshot(void)
 									  ? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
 							 "pgsandbox: copying a snapshot");
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
-		if (sbx_job.snapshot_live)
-			sbx_live_copy_end(&sbx_job);
+		ErrorData  *edata;
+
+		if (!sbx_job.snapshot_live)
+			PG_RE_THROW();
+		/* the pause is let go in a transaction of its own: keep the error */
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(outer);
+		sbx_live_copy_end(&sbx_job);
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
+	if (sbx_job.snapshot_live)
+		sbx_live_copy_end(&sbx_job);
 	sbx_step(SBX_STEP_COPIED);
 }
 
@@ -1072,6 +1086,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		strlcpy(job->objects_digest, sbx_job.objects_digest, sizeof(job->objects_digest));
 		strlcpy(job->expected_digest, sbx_job.expected_digest, sizeof(job->expected_digest));
 		strlcpy(job->live_tables, sbx_job.live_tables, sizeof(job->live_tables));
+		job->live_slot_dropped = sbx_job.live_slot_dropped;
 		job->data_as_of = sbx_job.data_as_of;
 		memcpy(job->steps, sbx_job.steps, sizeof(job->steps));
 		job->sqlerrcode = sqlerrcode;

@@ -7,11 +7,15 @@
  *	  once it has reached the source's present, the copy's data_as_of, and
  *	  its sequences, which logical replication does not carry).
  *
- * The subscription is owned by the snapshot's own role, so that its apply
- * runs as that role, which owns the snapshot's tables and nothing outside
- * them.  CREATE SUBSCRIPTION needs a superuser (before PostgreSQL 16, so
- * does owning one): the role is made one for the transaction that creates
- * it, and is not one once it commits.  The subscription takes the slot the
+ * The subscription is owned by pgsandbox_live, a role pgsandbox made that
+ * is a member of each live snapshot's role and nothing more (its apply
+ * runs with the rights of the snapshot's role, which owns the snapshot's
+ * tables and nothing outside them).  CREATE SUBSCRIPTION needs a superuser
+ * (before PostgreSQL 16, so does owning one): pgsandbox_live is made one
+ * for the transaction that creates it, and is not one once it commits.
+ * The connection string, with the source's password, is put into the
+ * statement's parse tree, so that no statement text, log line or error
+ * context holds it.  The subscription takes the slot the
  * dump read, with no initial copy (the dump is it) and no streaming of
  * transactions in progress, so that an applied position means every
  * transaction before it is in.
@@ -64,11 +68,13 @@ sbx_live_build_begin(const SbxCloneJob *job)
 
 /*
  * A live build is over: close the slot's replication connection and, if
- * the build failed, drop the slot (which no subscription reads yet), or
- * leave it to the drop of the database if the subscription reads it.
+ * the build failed, drop the slot (which no subscription reads yet).  A
+ * slot this cannot drop (the connection was given up to the subscription,
+ * or the drop failed) stays named in the build's row, and the lifecycle
+ * worker drops it later (live.c).
  */
 void
-sbx_live_build_end(const SbxCloneJob *job, bool failed)
+sbx_live_build_end(SbxCloneJob *job, bool failed)
 {
 	if (sbx_slot_conn != NULL && failed)
 	{
@@ -81,6 +87,8 @@ sbx_live_build_end(const SbxCloneJob *job, bool failed)
 			ereport(WARNING,
 					(errmsg("could not drop the replication slot \"%s\" of a failed live build on source \"%s\"",
 							job->live_slot, job->source)));
+		else
+			job->live_slot_dropped = true;	/* the worker forgets its name */
 		PQclear(res);
 	}
 	if (sbx_slot_conn != NULL)
@@ -97,8 +105,26 @@ void
 sbx_live_subscribe(SbxCloneJob *job)
 {
 	const char *role = quote_identifier(job->name);
-	char	   *conninfo = sbx_conninfo_for_subscription(job->conninfo);
-	char	   *sql;
+	PGconn	   *volatile conn;
+	char	   *conninfo;
+
+	/*
+	 * What set_live() checked may have changed since (a table added to a
+	 * publication FOR ALL TABLES, a publication dropped): check it again
+	 * before the apply runs any of it.  The slot stays the replication
+	 * connection's until then, so that a refusal drops it.
+	 */
+	conn = sbx_source_open(job->source, job->conninfo, true);
+	PG_TRY();
+	{
+		sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", job->source));
+		sbx_check_live_source(conn, job->source, job->live_publication, job->trusted_owners);
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
 
 	/* the slot is no longer the replication connection's */
 	if (sbx_slot_conn != NULL)
@@ -110,19 +136,29 @@ sbx_live_subscribe(SbxCloneJob *job)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	/* a member of pgsandbox_live would get every live snapshot's rights */
+	sbx_spi("SELECT 1 FROM pg_catalog.pg_auth_members"
+			" WHERE roleid OPERATOR(pg_catalog.=) '" SBX_LIVE_ROLE "'::pg_catalog.regrole",
+			SPI_OK_SELECT, 0, NULL);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" has members, and a live snapshot's subscription may not be owned by it",
+						SBX_LIVE_ROLE),
+				 errhint("Revoke the role from its members.")));
 	/* the apply's role: the snapshot role's rights, and its login alone */
 	sbx_spi(psprintf("GRANT %s TO " SBX_LIVE_ROLE, role), SPI_OK_UTILITY, 0, NULL);
 	sbx_spi("ALTER ROLE " SBX_LIVE_ROLE " LOGIN PASSWORD NULL SUPERUSER", SPI_OK_UTILITY, 0, NULL);
 	sbx_spi("SET LOCAL ROLE " SBX_LIVE_ROLE, SPI_OK_UTILITY, 0, NULL);
-	sql = psprintf("CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s"
-				   " WITH (create_slot = false, slot_name = %s, copy_data = false,"
-				   "       streaming = off, enabled = true)",
-				   role, quote_literal_cstr(conninfo),
-				   quote_identifier(job->live_publication),
-				   quote_literal_cstr(job->live_slot));
+	/* the connection string, with its password, in the parse tree alone */
+	conninfo = sbx_conninfo_for_subscription(job->conninfo);
+	sbx_run_utility(psprintf("CREATE SUBSCRIPTION %s CONNECTION '' PUBLICATION %s"
+							 " WITH (create_slot = false, slot_name = %s, copy_data = false,"
+							 "       streaming = off, enabled = true)",
+							 role, quote_identifier(job->live_publication),
+							 quote_literal_cstr(job->live_slot)),
+					conninfo);
 	explicit_bzero(conninfo, strlen(conninfo));
-	sbx_spi(sql, SPI_OK_UTILITY, 0, NULL);
-	explicit_bzero(sql, strlen(sql));
 	sbx_spi("RESET ROLE", SPI_OK_UTILITY, 0, NULL);
 	sbx_spi("ALTER ROLE " SBX_LIVE_ROLE " NOSUPERUSER", SPI_OK_UTILITY, 0, NULL);
 	/* what it subscribed to, for the worker to tell a publication changed */
@@ -227,8 +263,9 @@ sbx_live_release_at_exit(int code, Datum arg)
 {
 	double		secs;
 
-	if (sbx_pause_held != 0)
-		(void) sbx_live_pause_leave(sbx_pause_held, &secs);
+	/* the lifecycle worker resumes an apply left paused (live.c) */
+	if (sbx_pause_held != 0 && sbx_live_pause_leave(sbx_pause_held, &secs))
+		sbx_live_pause_resumed(sbx_pause_held);
 	sbx_pause_held = 0;
 }
 
@@ -295,10 +332,13 @@ sbx_live_copy_end(SbxCloneJob *job)
 	}
 	PG_CATCH();
 	{
+		/* the caller has no error pending here: report this one, go on */
 		EmitErrorReport();
 		FlushErrorState();
+		AbortCurrentTransaction();
 	}
 	PG_END_TRY();
+	sbx_live_pause_resumed(job->snapshot_id);
 	sbx_job_note(job, "the live snapshot's apply was paused for %.2f s", secs);
 }
 
@@ -327,21 +367,35 @@ sbx_live_copy_sequences(SbxCloneJob *job)
 		return;
 	}
 
-	PG_TRY();
+	/*
+	 * Bounded: anyone who may lock a sequence on the source could otherwise
+	 * hold every copy here.  A read that fails or times out leaves the
+	 * snapshot's values, and says so, as an unreachable source does.
+	 */
+	res = libpqsrv_exec(conn, "SET statement_timeout = '5s'; SET lock_timeout = '1s'",
+						PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK)
 	{
-		res = sbx_remote_exec(conn,
-							  "SELECT pg_catalog.format('%I.%I', schemaname, sequencename),"
-							  "       last_value::text"
-							  "  FROM pg_catalog.pg_sequences"
-							  " WHERE schemaname <> 'information_schema' AND schemaname !~ '^pg_'",
-							  0, NULL, PGRES_TUPLES_OK,
-							  psprintf("could not read the sequences of source \"%s\"", job->source));
+		PQclear(res);
+		res = libpqsrv_exec(conn,
+							"SELECT pg_catalog.format('%I.%I', schemaname, sequencename),"
+							"       last_value::text"
+							"  FROM pg_catalog.pg_sequences"
+							" WHERE schemaname <> 'information_schema' AND schemaname !~ '^pg_'",
+							PG_WAIT_EXTENSION);
 	}
-	PG_FINALLY();
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
+		char	   *why = pstrdup(PQerrorMessage(conn));
+
+		why[strcspn(why, "\n")] = '\0';
+		PQclear(res);
 		libpqsrv_disconnect(conn);
+		sbx_job_note(job, "the sequences of the source could not be read (%s): they hold the snapshot's values",
+					 why);
+		return;
 	}
-	PG_END_TRY();
+	libpqsrv_disconnect(conn);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -356,8 +410,11 @@ sbx_live_copy_sequences(SbxCloneJob *job)
 			unread++;
 			continue;
 		}
-		sbx_spi("SELECT pg_catalog.setval(pg_catalog.to_regclass($1), $2::bigint, true)"
-				" WHERE pg_catalog.to_regclass($1) IS NOT NULL", SPI_OK_SELECT, 2, args);
+		/* a name that is no sequence here, or a value out of its bounds, is skipped */
+		sbx_spi("SELECT pg_catalog.setval(s.seqrelid, $2::bigint, true)"
+				"  FROM pg_catalog.pg_sequence s"
+				" WHERE s.seqrelid = pg_catalog.to_regclass($1)"
+				"   AND $2::bigint BETWEEN s.seqmin AND s.seqmax", SPI_OK_SELECT, 2, args);
 		set += (int) SPI_processed;
 	}
 	SPI_finish();

@@ -45,6 +45,8 @@ typedef struct SbxLiveTask
 
 /* how long a caller waits for a command, or for the apply worker to go */
 #define SBX_LIVE_WAIT_MS	30000
+/* how long a paused apply may finish the transaction it applies */
+#define SBX_LIVE_STOP_MS	2000
 
 /*
  * Wait, for a bounded time, until done() says so, polling every 10 ms; a
@@ -113,6 +115,23 @@ sbx_live_state(Oid dboid, const char *subscription, bool *enabled)
 	return running;
 }
 
+/* Outside a transaction: end the apply workers of a disabled subscription. */
+static void
+sbx_live_end_apply(Oid dboid, const char *subscription)
+{
+	char		dbbuf[16];
+	const char *args[2] = {dbbuf, subscription};
+
+	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
+	sbx_xact_begin("pgsandbox: ending a live snapshot's apply");
+	sbx_spi("SELECT pg_catalog.pg_terminate_backend(a.pid)"
+			"  FROM pg_catalog.pg_stat_subscription a"
+			"  JOIN pg_catalog.pg_subscription s ON s.oid = a.subid"
+			" WHERE s.subdbid = $1::oid AND s.subname = $2 AND NOT s.subenabled"
+			"   AND a.pid IS NOT NULL", SPI_OK_SELECT, 2, args);
+	sbx_xact_commit();
+}
+
 typedef struct SbxLiveTarget
 {
 	Oid			dboid;
@@ -173,6 +192,16 @@ sbx_live_command(Oid dboid, const char *name, const char *subscription,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not %s the live snapshot \"%s\"", what, name),
 				 errdetail("See the server log.")));
+	/*
+	 * A disabled subscription's apply stops between two transactions of the
+	 * source; one long transaction could keep it for as long as it takes.
+	 * Past a moment, it is ended: its transaction rolls back and its origin
+	 * stays where it was, so the apply starts that transaction again once
+	 * resumed, and nothing is lost or applied twice.
+	 */
+	if (command == SBX_LIVE_PAUSE &&
+		!sbx_live_wait(sbx_live_apply_gone, &target, SBX_LIVE_STOP_MS))
+		sbx_live_end_apply(dboid, subscription);
 	if (command == SBX_LIVE_PAUSE &&
 		!sbx_live_wait(sbx_live_apply_gone, &target, SBX_LIVE_WAIT_MS))
 		ereport(ERROR,

@@ -30,6 +30,31 @@
 #include "utils/wait_event.h"
 
 /*
+ * Bound what the lifecycle worker waits for on source connection 'conn':
+ * at most 'timeout' seconds a statement, and at most a second a lock, since
+ * a source's table owner can hold the lock that pg_publication_tables
+ * takes on each published table.  False, with *why set, if the source
+ * refused the settings.
+ */
+static bool
+sbx_live_bound(PGconn *conn, int timeout, char **why)
+{
+	PGresult   *res = libpqsrv_exec(conn,
+									psprintf("SET statement_timeout = '%ds'; SET lock_timeout = '1s'",
+											 Max(timeout, 1)),
+									PG_WAIT_EXTENSION);
+	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+	{
+		*why = pstrdup(PQerrorMessage(conn));
+		(*why)[strcspn(*why, "\n")] = '\0';
+	}
+	PQclear(res);
+	return ok;
+}
+
+/*
  * Make logical slot 'slot' on source 'name' (pgoutput), and return the
  * replication connection that made it, which holds the exported snapshot
  * *snapshot until it is closed or used again.
@@ -97,6 +122,11 @@ sbx_live_slot_drop(const char *name, const char *conninfo, bool require_password
 		*why = psprintf("%s: %s", message, detail);
 		return false;
 	}
+	if (!sbx_live_bound(conn, timeout, why))
+	{
+		libpqsrv_disconnect(conn);
+		return false;
+	}
 	res = libpqsrv_exec_params(conn,
 							   "SELECT pg_catalog.pg_drop_replication_slot(slot_name)"
 							   "  FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
@@ -139,6 +169,11 @@ sbx_live_probe(const char *name, const char *conninfo, bool require_password,
 	if (conn == NULL)
 	{
 		probe->why = psprintf("%s: %s", message, detail);
+		return false;
+	}
+	if (!sbx_live_bound(conn, timeout, &probe->why))
+	{
+		libpqsrv_disconnect(conn);
 		return false;
 	}
 	res = libpqsrv_exec_params(conn,

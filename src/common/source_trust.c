@@ -32,6 +32,11 @@
  *	  functions trusted roles own (found through pg_depend, which records
  *	  every function and operator an expression uses).
  *
+ * A live snapshot's apply writes the published tables' rows, which runs
+ * more of their code: their constraints, defaults and generated columns,
+ * and their triggers enabled for replicas.  Its check (live_checks.c) asks
+ * for the functions those call to be of trusted roles too.
+ *
  * Otherwise nothing is planned: the caller gets an error naming the object
  * and the role.  Row-level security policies are not checked: every
  * session that reads a source sets row_security off (sandbox_conn.c), so
@@ -88,7 +93,23 @@
 	"         pg_catalog.quote_ident(s.stxname)" \
 	"    FROM pg_catalog.pg_statistic_ext s" \
 	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) s.stxnamespace" \
-	"    JOIN tables t ON s.stxrelid OPERATOR(pg_catalog.=) t.relid)," \
+	"    JOIN tables t ON s.stxrelid OPERATOR(pg_catalog.=) t.relid" \
+	"  UNION ALL" \
+	"  SELECT g.tgrelid, t.root, 'trigger', 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid," \
+	"         pg_catalog.quote_ident(g.tgname)" \
+	"    FROM pg_catalog.pg_trigger g JOIN tables t ON g.tgrelid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE $3 AND NOT g.tgisinternal AND g.tgenabled OPERATOR(pg_catalog.=) ANY (ARRAY['A', 'R']::\"char\"[])" \
+	"  UNION ALL" \
+	"  SELECT k.conrelid, t.root, 'constraint', 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid," \
+	"         pg_catalog.quote_ident(k.conname)" \
+	"    FROM pg_catalog.pg_constraint k JOIN tables t ON k.conrelid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE $3" \
+	"  UNION ALL" \
+	"  SELECT a.adrelid, t.root, 'default of column', 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid," \
+	"         (SELECT pg_catalog.quote_ident(c.attname) FROM pg_catalog.pg_attribute c" \
+	"           WHERE c.attrelid OPERATOR(pg_catalog.=) a.adrelid AND c.attnum OPERATOR(pg_catalog.=) a.adnum)" \
+	"    FROM pg_catalog.pg_attrdef a JOIN tables t ON a.adrelid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE $3)," \
 	" functions(relid, root, kind, name, func) AS (" \
 	"  SELECT o.relid, o.root, o.kind, o.name," \
 	"         CASE WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass" \
@@ -118,13 +139,17 @@
 	"   WHERE p.proowner IN (SELECT role FROM untrusted)) u" \
 	" ORDER BY ord, relid, name, func"
 
-/* The rows of SBX_UNTRUSTED_SQL for 'relids', on a prepared session. */
+/*
+ * The rows of SBX_UNTRUSTED_SQL for 'relids', on a prepared session; with
+ * 'applied', also of the code that writing a row runs (triggers that fire
+ * in a replication apply, constraints, defaults and generated columns).
+ */
 static PGresult *
 sbx_untrusted_objects(PGconn *conn, const char *source, const char *trusted_owners,
-					  List *relids)
+					  List *relids, bool applied)
 {
 	StringInfoData oids;
-	const char *params[2];
+	const char *params[3];
 	PGresult   *res;
 	ListCell   *lc;
 
@@ -135,7 +160,8 @@ sbx_untrusted_objects(PGconn *conn, const char *source, const char *trusted_owne
 	appendStringInfoChar(&oids, '}');
 	params[0] = oids.data;
 	params[1] = trusted_owners && trusted_owners[0] ? trusted_owners : "{}";
-	res = sbx_remote_exec(conn, SBX_UNTRUSTED_SQL, 2, params, PGRES_TUPLES_OK,
+	params[2] = applied ? "true" : "false";
+	res = sbx_remote_exec(conn, SBX_UNTRUSTED_SQL, 3, params, PGRES_TUPLES_OK,
 						  psprintf("could not check the owners of source \"%s\"", source));
 	pfree(oids.data);
 	return res;
@@ -154,6 +180,17 @@ void
 sbx_check_tables_trusted(PGconn *conn, const char *source, const char *trusted_owners,
 						 List *relids, const char *why)
 {
+	sbx_check_tables_trusted_ext(conn, source, trusted_owners, relids, false, why);
+}
+
+/*
+ * sbx_check_tables_trusted, and with 'applied' of the code that writing a
+ * row runs too, for tables whose rows a replication apply writes.
+ */
+void
+sbx_check_tables_trusted_ext(PGconn *conn, const char *source, const char *trusted_owners,
+							 List *relids, bool applied, const char *why)
+{
 	PGresult   *res;
 	char	   *kind;
 	char	   *table;
@@ -163,7 +200,7 @@ sbx_check_tables_trusted(PGconn *conn, const char *source, const char *trusted_o
 
 	if (relids == NIL)
 		return;
-	res = sbx_untrusted_objects(conn, source, trusted_owners, relids);
+	res = sbx_untrusted_objects(conn, source, trusted_owners, relids, applied);
 	if (PQntuples(res) == 0)
 	{
 		PQclear(res);
@@ -218,7 +255,7 @@ sbx_untrusted_tables(PGconn *conn, const char *source, const char *trusted_owner
 
 	if (relids == NIL)
 		return NIL;
-	res = sbx_untrusted_objects(conn, source, trusted_owners, relids);
+	res = sbx_untrusted_objects(conn, source, trusted_owners, relids, false);
 	for (int i = 0; i < PQntuples(res); i++)
 		untrusted = list_append_unique_oid(untrusted, atooid(PQgetvalue(res, i, 5)));
 	PQclear(res);

@@ -178,13 +178,16 @@ sbx_log_event(const char *sandbox, const char *action, const char *actor,
  * transaction, the way a client's simple query would, so that CREATE and
  * DROP DATABASE are allowed.  It waits at most pgsandbox.lock_timeout for a
  * lock: the roles and databases it alters can be locked by other roles
- * (lock_holders.c), and a lock timeout (55P03) gives the step up.  If password_secret is given, the statement is
- * a CREATE ROLE or an ALTER ROLE and the secret is added to its options as a
- * parse node, so that it appears in no query text (and so in no log line or
- * error context).
+ * (lock_holders.c), and a lock timeout (55P03) gives the step up.
+ *
+ * A secret is put into the statement's parse tree, so that it appears in no
+ * query text (and so in no log line, no error context and no WARNING's
+ * context): with a CREATE ROLE or an ALTER ROLE, 'secret' is the password,
+ * added to its options; with a CREATE SUBSCRIPTION, it is the connection
+ * string, in place of the one the text gives (which should be '').
  */
 void
-sbx_run_utility(const char *sql, const char *password_secret)
+sbx_run_utility(const char *sql, const char *secret)
 {
 	List	   *parsetree = pg_parse_query(sql);
 	RawStmt    *raw;
@@ -194,10 +197,12 @@ sbx_run_utility(const char *sql, const char *password_secret)
 	if (list_length(parsetree) != 1)
 		elog(ERROR, "pgsandbox expected one utility statement");
 	raw = linitial_node(RawStmt, parsetree);
-	if (password_secret)
+	if (secret && IsA(raw->stmt, CreateSubscriptionStmt))
+		((CreateSubscriptionStmt *) raw->stmt)->conninfo = pstrdup(secret);
+	else if (secret)
 	{
 		DefElem    *password = makeDefElem("password",
-										   (Node *) makeString(pstrdup(password_secret)),
+										   (Node *) makeString(pstrdup(secret)),
 										   -1);
 
 		if (IsA(raw->stmt, CreateRoleStmt))

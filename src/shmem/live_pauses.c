@@ -8,8 +8,8 @@
  * a live snapshot's apply worker has one: a copy pauses it (live_command.c)
  * for as long as the copy takes.  Copies that start meanwhile share the
  * pause, and the data_as_of it was taken at; the last to finish resumes
- * the apply.  A copy that would join a pause still being taken waits for
- * it.  The lifecycle worker resumes an apply left paused by a clone worker
+ * the apply.  A copy that would join a pause still being taken, or one
+ * being let go, waits for it.  The lifecycle worker resumes an apply left paused by a clone worker
  * that died mid copy, taking the pause as a copy would (live.c).
  *
  *-------------------------------------------------------------------------
@@ -40,7 +40,7 @@ sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of)
 
 		if (p->snapshot_id == snapshot_id)
 		{
-			if (!p->paused)
+			if (!p->paused || p->resuming)
 				turn = SBX_PAUSE_WAIT;
 			else
 			{
@@ -54,8 +54,12 @@ sbx_live_pause_join(int64 snapshot_id, TimestampTz *as_of)
 		if (p->snapshot_id == 0 && free_slot < 0)
 			free_slot = i;
 	}
-	/* one entry per clone job at most, so there is always one free */
-	Assert(free_slot >= 0);
+	/* one entry per clone job, and the lifecycle worker's: rarely none */
+	if (free_slot < 0)
+	{
+		LWLockRelease(sbx_shared->lock);
+		return SBX_PAUSE_WAIT;
+	}
 	sbx_shared->live_pauses[free_slot].snapshot_id = snapshot_id;
 	sbx_shared->live_pauses[free_slot].copies = 1;
 	sbx_shared->live_pauses[free_slot].paused = false;
@@ -84,7 +88,8 @@ sbx_live_pause_ready(int64 snapshot_id, TimestampTz as_of)
 
 /*
  * A copy is done with the pause (or failed taking it).  Returns true if it
- * was the last: it resumes the apply; *paused_secs then says how long the
+ * was the last: it resumes the apply, then calls sbx_live_pause_resumed,
+ * and copies that come meanwhile wait; *paused_secs then says how long the
  * apply was paused.
  */
 bool
@@ -108,10 +113,29 @@ sbx_live_pause_leave(int64 snapshot_id, double *paused_secs)
 				TimestampDifference(p->since, GetCurrentTimestamp(), &secs, &usecs);
 				*paused_secs = secs + usecs / 1000000.0;
 			}
-			memset(p, 0, sizeof(*p));
+			p->copies = 0;
+			p->resuming = true;
 			last = true;
 		}
 	}
 	LWLockRelease(sbx_shared->lock);
 	return last;
+}
+
+/*
+ * The last copy has resumed the apply (or failed to, which the lifecycle
+ * worker mends): the next copy pauses it again.
+ */
+void
+sbx_live_pause_resumed(int64 snapshot_id)
+{
+	LWLockAcquire(sbx_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SBX_MAX_CLONE_JOBS; i++)
+	{
+		SbxLivePause *p = &sbx_shared->live_pauses[i];
+
+		if (p->snapshot_id == snapshot_id && p->resuming)
+			memset(p, 0, sizeof(*p));
+	}
+	LWLockRelease(sbx_shared->lock);
 }

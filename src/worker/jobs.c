@@ -604,6 +604,8 @@ sbx_clone_finish(int j, bool stopped)
 		}
 		reason = detail ? psprintf("%s\n%s", message, detail) : pstrdup(message);
 		sbx_undo_job_quietly(&job, reason, sbx_jobs[j].actor);
+		if (job.live_slot_dropped)
+			sbx_live_forget_slot(job.sandbox_id);
 		if (job.kind == SBX_KIND_SANDBOX && !job.reset)
 			sbx_count_clone_failure(sbx_clone_method(&job), code);
 		/*

@@ -361,6 +361,7 @@ sbx_live_resume_unheld(const SbxLiveRow *r)
 	{
 		if (turn == SBX_PAUSE_MINE)
 			(void) sbx_live_pause_leave(r->id, &secs);
+		sbx_live_pause_resumed(r->id);
 	}
 	PG_END_TRY();
 }
@@ -372,13 +373,18 @@ sbx_live_look_step(void *arg)
 }
 
 /*
- * The slot of one live build that failed, which its clone worker drops
- * unless it died first (a crash, a restart): dropped on its source now, or
- * forgotten with a warning if the source was removed since.  One a step.
+ * A slot left on a source: that of a live build that failed, which its
+ * clone worker drops unless it died first (a crash, a restart), or that of
+ * a live snapshot dropped while its source could not be reached.  One a
+ * step, in turn, so that a source that stays away delays no other: dropped
+ * on its source now, or forgotten with a warning if the source was removed
+ * since.
  */
 static void
-sbx_live_drop_failed_slot(void *arg)
+sbx_live_drop_left_slot(void *arg)
 {
+	static int64 last_id = 0;
+	char		lastbuf[24];
 	char	   *id = NULL;
 	char	   *slot = NULL;
 	char	   *source = NULL;
@@ -387,13 +393,15 @@ sbx_live_drop_failed_slot(void *arg)
 	char	   *why = NULL;
 	bool		gone;
 
-	sbx_xact_begin("pgsandbox: looking for the slots of failed live builds");
+	snprintf(lastbuf, sizeof(lastbuf), INT64_FORMAT, last_id);
+	sbx_xact_begin("pgsandbox: looking for slots left on sources");
 	sbx_spi(psprintf("SELECT s.id::text, s.live_slot, s.source, o.conninfo, o.require_password"
 					 "  FROM pgsandbox.sandbox s"
 					 "  LEFT JOIN pgsandbox.source o ON o.name = s.source AND %s"
-					 " WHERE s.kind = 'snapshot' AND s.status = 'failed' AND s.live_slot IS NOT NULL"
-					 " ORDER BY s.id LIMIT 1", sbx_same_source_sql()),
-			SPI_OK_SELECT, 0, NULL);
+					 " WHERE s.kind = 'snapshot' AND s.status IN ('failed', 'dropped')"
+					 "   AND s.live_slot IS NOT NULL"
+					 " ORDER BY s.id > $1::bigint DESC, s.id LIMIT 1", sbx_same_source_sql()),
+			SPI_OK_SELECT, 1, (const char *[]) {lastbuf});
 	if (SPI_processed == 1)
 	{
 		id = sbx_keep(sbx_spi_text(0, 1));
@@ -405,19 +413,20 @@ sbx_live_drop_failed_slot(void *arg)
 	sbx_xact_commit();
 	if (id == NULL)
 		return;
+	last_id = strtoi64(id, NULL, 10);
 
 	gone = conninfo == NULL ||
 		sbx_live_slot_drop(source, conninfo, require_password, slot, SBX_LIVE_PROBE_TIMEOUT, &why);
 	if (conninfo != NULL)
 		explicit_bzero(conninfo, strlen(conninfo));
 	if (!gone)
-		return;					/* the source is away: the next step tries again */
+		return;					/* the source is away: its turn comes again */
 	if (conninfo == NULL)
 		ereport(WARNING,
-				(errmsg("the replication slot \"%s\" of a failed live build may be left on removed source \"%s\"",
+				(errmsg("the replication slot \"%s\" of a live snapshot may be left on removed source \"%s\"",
 						slot, source),
 				 errhint("Drop it there with pg_drop_replication_slot() if it is.")));
-	sbx_xact_begin("pgsandbox: forgetting the slot of a failed live build");
+	sbx_xact_begin("pgsandbox: forgetting a slot left on a source");
 	sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = NULL WHERE id = $1::bigint",
 			SPI_OK_UPDATE, 1, (const char *[]) {id});
 	sbx_xact_commit();
@@ -426,7 +435,7 @@ sbx_live_drop_failed_slot(void *arg)
 /*
  * The live timer: retire what no longer follows a live source, then look
  * after each live snapshot that serves, each in its own error handler, and
- * drop the slot of a live build that failed.
+ * drop a slot left on a source.
  */
 bool
 sbx_live_step(void)
@@ -455,10 +464,48 @@ sbx_live_step(void)
 		(void) sbx_try_or_warn(sbx_live_look_step, r,
 							   psprintf("could not look after the live snapshot \"%s\"", r->name));
 	}
+	/* forget what was watched of live snapshots that no longer serve */
+	foreach(lc, sbx_live_watches)
+	{
+		SbxLiveWatch *w = lfirst(lc);
+		bool		serves = false;
+		ListCell   *rc;
+
+		foreach(rc, rows)
+			serves |= ((SbxLiveRow *) lfirst(rc))->id == w->id;
+		if (!serves)
+		{
+			sbx_live_watches = foreach_delete_current(sbx_live_watches, lc);
+			pfree(w);
+		}
+	}
 	list_free_deep(rows);
-	(void) sbx_try_or_warn(sbx_live_drop_failed_slot, NULL,
-						   "could not drop the slot of a failed live build");
+	(void) sbx_try_or_warn(sbx_live_drop_left_slot, NULL,
+						   "could not drop a slot left on a source");
 	return false;
+}
+
+static void
+sbx_live_forget_slot_step(void *arg)
+{
+	char		idbuf[24];
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, *(int64 *) arg);
+	sbx_xact_begin("pgsandbox: forgetting the slot of a failed live build");
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = NULL WHERE id = $1::bigint",
+			SPI_OK_UPDATE, 1, (const char *[]) {idbuf});
+	sbx_xact_commit();
+}
+
+/*
+ * Outside a transaction: the build of sandbox_id failed and its clone
+ * worker dropped its slot, so the row no longer names one to drop.
+ */
+void
+sbx_live_forget_slot(int64 sandbox_id)
+{
+	(void) sbx_try_or_warn(sbx_live_forget_slot_step, &sandbox_id,
+						   "could not forget the slot of a failed live build");
 }
 
 /*
@@ -466,45 +513,60 @@ sbx_live_step(void)
  * holds a subscription (a live snapshot), stop its apply, drop the slot it
  * reads on the source, then the subscription.  The slot is dropped with
  * the connection string the subscription holds, so that this works after
- * the source was removed too.  An error if the source cannot be reached:
- * the drop is tried again later, and the slot keeps the source's WAL
- * meanwhile, which doctor() shows.
+ * the source was removed too.  A source that cannot be reached does not
+ * hold the drop up: the subscription is detached from its slot, and the
+ * catalog row keeps the slot's name for the timer to drop it later
+ * (sbx_live_drop_left_slot); meanwhile the slot keeps the source's WAL,
+ * which doctor() shows.
  */
 void
 sbx_live_detach_database(Oid dboid, const char *name)
 {
 	char		dbbuf[16];
-	const char *args[1] = {dbbuf};
 	char	   *subname = NULL;
 	char	   *slot = NULL;
 	char	   *conninfo = NULL;
+	char	   *source = NULL;
 	char	   *why = NULL;
 
 	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
 	sbx_xact_begin("pgsandbox: looking for a live snapshot's subscription");
-	sbx_spi("SELECT subname, subslotname, subconninfo FROM pg_catalog.pg_subscription"
-			" WHERE subdbid = $1::oid ORDER BY oid LIMIT 1", SPI_OK_SELECT, 1, args);
+	sbx_spi("SELECT b.subname, b.subslotname, b.subconninfo,"
+			"       COALESCE((SELECT s.source FROM pgsandbox.sandbox s"
+			"                  WHERE s.live_slot = b.subslotname LIMIT 1), $2)"
+			"  FROM pg_catalog.pg_subscription b"
+			" WHERE b.subdbid = $1::oid ORDER BY b.oid LIMIT 1", SPI_OK_SELECT, 2,
+			(const char *[]) {dbbuf, name});
 	if (SPI_processed == 1)
 	{
 		subname = sbx_keep(sbx_spi_text(0, 1));
 		slot = sbx_keep(sbx_spi_text(0, 2));
 		conninfo = sbx_keep(sbx_spi_text(0, 3));
+		source = sbx_keep(sbx_spi_text(0, 4));
 	}
 	sbx_xact_commit();
 	if (subname == NULL)
 		return;
 
 	sbx_live_command(dboid, name, subname, SBX_LIVE_PAUSE);
-	if (slot != NULL &&
-		!sbx_live_slot_drop(name, conninfo, true, slot, 5, &why))
+	if (slot != NULL)
 	{
-		explicit_bzero(conninfo, strlen(conninfo));
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not drop the replication slot \"%s\" of live snapshot \"%s\" on its source",
-						slot, name),
-				 errdetail_internal("%s", why),
-				 errhint("The drop is tried again later; meanwhile the slot keeps the source's WAL.")));
+		bool		dropped = sbx_live_slot_drop(source, conninfo, true, slot,
+												 SBX_LIVE_PROBE_TIMEOUT, &why);
+
+		if (dropped)
+		{
+			sbx_xact_begin("pgsandbox: forgetting a live snapshot's slot");
+			sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = NULL WHERE live_slot = $1",
+					SPI_OK_UPDATE, 1, (const char *[]) {slot});
+			sbx_xact_commit();
+		}
+		else
+			ereport(WARNING,
+					(errmsg("could not drop the replication slot \"%s\" of live snapshot \"%s\" on its source",
+							slot, name),
+					 errdetail_internal("%s", why),
+					 errhint("The worker drops it once the source can be reached; meanwhile the slot keeps the source's WAL.")));
 	}
 	explicit_bzero(conninfo, strlen(conninfo));
 	sbx_live_command(dboid, name, subname, SBX_LIVE_DETACH);

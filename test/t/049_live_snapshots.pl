@@ -302,6 +302,54 @@ like($err, qr/source "shop" is live, and a subset rule cannot apply to its snaps
 	'subset() too');
 
 # ---------------------------------------------------------------------
+# code of an untrusted role that the apply would run: refused by set_live()
+# and, when it appears later, by the rebuild
+# ---------------------------------------------------------------------
+$node->safe_psql('postgres', q{CREATE DATABASE wide});
+$node->safe_psql('postgres', q{CREATE ROLE mallory LOGIN});
+$node->safe_psql('wide', q{
+CREATE TABLE t (id int PRIMARY KEY);
+INSERT INTO t VALUES (1);
+CREATE PUBLICATION allpub FOR ALL TABLES;
+CREATE SCHEMA mal AUTHORIZATION mallory;
+});
+sq(q{SELECT pgsandbox.add_source('wide', 'dbname=wide user=repl password=replpw', allow_data => true)});
+sq(q{SELECT pgsandbox.set_live('wide', 'allpub')});
+my $wide_snap = live_snapshot('wide');
+ok($wide_snap, 'a publication FOR ALL TABLES is followed');
+# a table of a trusted owner, whose trigger, enabled for the apply, calls
+# mallory's function
+$node->safe_psql('wide', q{
+SET ROLE mallory;
+CREATE FUNCTION mal.spy() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+RESET ROLE;
+CREATE TABLE later (id int PRIMARY KEY);
+CREATE TRIGGER spy BEFORE INSERT ON later FOR EACH ROW EXECUTE FUNCTION mal.spy();
+ALTER TABLE later ENABLE ALWAYS TRIGGER spy;
+});
+is( poll_value(
+		$node,
+		"SELECT count(*) FROM pgsandbox.sandbox WHERE source = 'wide' AND kind = 'snapshot'"
+		  . " AND status = 'failed' AND error LIKE '%trigger spy of table public.later%mallory%'",
+		'1', 120),
+	'1',
+	'a table added since, whose trigger calls an untrusted role\'s function: the rebuild fails, naming them');
+my $wide_failed_slot = sq("SELECT live_slot FROM pgsandbox.sandbox WHERE source = 'wide' AND status = 'failed'");
+is( poll_value(
+		$node,
+		"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'pgsandbox\\_%'"
+		  . " AND slot_name NOT IN (SELECT live_slot FROM pgsandbox.sandbox WHERE status = 'ready'"
+		  . "                         AND live_slot IS NOT NULL)",
+		'0', 60),
+	'0', 'and leaves no slot behind');
+sq(q{SELECT pgsandbox.add_source('wide2', 'dbname=wide user=repl password=replpw', allow_data => true)});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT pgsandbox.set_live('wide2', 'allpub')});
+like($err, qr/trigger spy of table public\.later of source "wide2" calls function mal\.spy\(\), which belongs to role "mallory", which the source does not trust/,
+	'set_live() refuses it too');
+sq(q{SELECT pgsandbox.remove_source('wide2')});
+sq(q{SELECT pgsandbox.remove_source('wide')});
+
+# ---------------------------------------------------------------------
 # a source on another server, stopped and started again
 # ---------------------------------------------------------------------
 my $far = PostgreSQL::Test::Cluster->new('far');
@@ -386,16 +434,28 @@ sq(q{SELECT pgsandbox.remove_source('blip')});
 # ---------------------------------------------------------------------
 # unset_live() and remove_source() leave nothing behind
 # ---------------------------------------------------------------------
+# the slot of the live snapshot that serves now (a rebuild makes another)
+$far_slot = sq("SELECT live_slot FROM pgsandbox.sandbox WHERE id = " . live_snapshot('far'));
+$far->stop('immediate');
 sq(q{SELECT pgsandbox.unset_live('far')});
 is( poll_value(
 		$node,
 		"SELECT count(*) FROM pgsandbox.sandbox WHERE source = 'far' AND kind = 'snapshot'"
-		  . " AND status IN ('cloning', 'ready')",
+		  . " AND status IN ('cloning', 'ready', 'dropping')",
 		'0', 60),
 	'0',
-	'unset_live(): the live snapshot is dropped');
+	'unset_live() with the source away: the live snapshot is dropped all the same');
+is(sq(q{SELECT count(*) FROM pg_database d JOIN pgsandbox.sandbox s ON s.name = d.datname
+         WHERE s.source = 'far' AND s.kind = 'snapshot'}),
+	'0', 'its database is gone');
+is(sq("SELECT count(*) FROM pgsandbox.sandbox WHERE live_slot = '$far_slot'"), '1',
+	'and the catalog keeps the name of its slot');
+$far->start;
+is( poll_value(
+		$node, "SELECT count(*) FROM pgsandbox.sandbox WHERE live_slot = '$far_slot'", '0', 60),
+	'0', 'the source back, the worker drops the slot');
 is($far->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$far_slot'"),
-	'0', 'and its slot on the source');
+	'0', 'and it is gone from the source');
 sq(q{SELECT pgsandbox.remove_source('shop')});
 is( poll_value(
 		$node,
@@ -405,9 +465,15 @@ is( poll_value(
 	'0',
 	'remove_source(): the live snapshot is dropped');
 is(sq("SELECT count(*) FROM pg_subscription"), '0', 'no subscription is left here');
-is(sq("SELECT count(*) FROM pg_replication_slots"), '0', 'and no slot on the source');
+is(poll_value($node, "SELECT count(*) FROM pg_replication_slots", '0', 30), '0', 'and no slot on the source');
 is(sq("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'logical replication worker'"),
 	'0', 'no apply runs');
+
+# the passwords of the sources appear in the statements that gave them, and
+# nowhere else: not in a subscription's statement, error or warning
+my @leaks = grep { /replpw|farpw/ && !/statement: SELECT pgsandbox\.add_source|CREATE ROLE repl / }
+  split /\n/, slurp_file($node->logfile);
+is(scalar(@leaks), 0, 'no password of a source in the server log') or diag(join("\n", @leaks[0 .. 4]));
 
 $far->stop;
 $node->stop;
