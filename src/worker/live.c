@@ -44,6 +44,11 @@ typedef struct SbxLiveWatch
 	char		lsn[32];		/* the source's WAL position at the last look */
 	char		at[64];			/* and its time then */
 	TimestampTz lag_event;		/* when the last live_lag event was written */
+	bool		looked;			/* errors and applied are set */
+	int64		errors;			/* the apply's errors at the last look */
+	char		applied[32];	/* how far it had applied then */
+	int			stuck;			/* looks in a row that found new errors, the
+								 * source answering and the apply not moving */
 } SbxLiveWatch;
 
 static List *sbx_live_watches = NIL;	/* of SbxLiveWatch, in sbx_worker_cxt */
@@ -57,6 +62,8 @@ static void sbx_live_resume_unheld(const SbxLiveRow *r);
 #define SBX_LIVE_PROBE_TIMEOUT	2
 /* how often a lag past the setting is an event */
 #define SBX_LIVE_LAG_EVENT_MS	600000
+/* looks in a row that find the apply failing before a rebuild */
+#define SBX_LIVE_STUCK_LOOKS	3
 
 /*
  * In a worker transaction: lock live snapshot 'name' (row id) as a snapshot
@@ -302,6 +309,30 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
 }
 
 /*
+ * Count the looks in a row that found live snapshot r's apply failing for
+ * good: new errors since the last look, the source answering, and nothing
+ * more applied.  An apply that fails while its source is away (a restart,
+ * the network) is not broken: it starts again once the source is back.
+ */
+static void
+sbx_live_count_stuck(const SbxLiveRow *r, bool reached)
+{
+	SbxLiveWatch *w = sbx_live_watch(r->id);
+	const char *applied = r->applied_lsn ? r->applied_lsn : "";
+	bool		moved = strcmp(applied, w->applied) != 0;
+
+	if (!w->looked)
+		w->stuck = 0;
+	else if (r->apply_errors > w->errors && reached && !moved)
+		w->stuck++;
+	else if (reached)
+		w->stuck = 0;
+	w->looked = true;
+	w->errors = r->apply_errors;
+	strlcpy(w->applied, applied, sizeof(w->applied));
+}
+
+/*
  * Look after one ready live snapshot: its subscription intact and its apply
  * working, the publication's tables all subscribed, an apply left paused
  * resumed, and how far behind it is.
@@ -316,12 +347,13 @@ sbx_live_look(SbxLiveRow *r)
 							 r->publication, SBX_LIVE_PROBE_TIMEOUT, &probe);
 	explicit_bzero(r->conninfo, strlen(r->conninfo));
 
+	sbx_live_count_stuck(r, reached);
 	sbx_xact_begin("pgsandbox: looking after a live snapshot");
 	if (!r->subscribed || !r->intact)
 		sbx_live_broken(r, "its subscription is gone or was changed");
-	else if (r->apply_errors > r->errors_seen)
-		sbx_live_broken(r, psprintf("its apply failed " INT64_FORMAT " times (the server log says why: most often a change of the source's schema, which is not replicated)",
-									r->apply_errors));
+	else if (r->errors_seen > 0 || sbx_live_watch(r->id)->stuck >= SBX_LIVE_STUCK_LOOKS)
+		sbx_live_broken(r, psprintf("its apply failed " INT64_FORMAT " times, and applied nothing over %d looks with the source answering (the server log says why: most often a change of the source's schema, which is not replicated)",
+									r->apply_errors, SBX_LIVE_STUCK_LOOKS));
 	else if (reached && probe.tables == NULL)
 		sbx_live_broken(r, psprintf("publication \"%s\" is gone from the source", r->publication));
 	else if (reached && r->tables != NULL && strcmp(probe.tables, r->tables) != 0)

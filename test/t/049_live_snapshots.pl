@@ -261,7 +261,7 @@ is( poll_value(
 	'a column added on the source: a live_rebuild event');
 like(sq("SELECT detail FROM pgsandbox.events e JOIN pgsandbox.sandbox s ON s.name = e.sandbox"
 		  . " WHERE s.id = $old_snap AND e.action = 'live_rebuild'"),
-	qr/its apply failed \d+ times .*a new live snapshot of source "shop" is built/,
+	qr/its apply failed \d+ times, .*a new live snapshot of source "shop" is built/,
 	'which says why');
 $snap = live_snapshot('shop', $old_snap);
 ok($snap, 'a new live snapshot replaces it');
@@ -289,6 +289,26 @@ caught_up('shop', $changed_at, 'a row of the added table');
 my ($f_name, $f_conn) = clone_of('shop');
 is(in_sandbox($f_conn, q{SELECT string_agg(what, ',' ORDER BY id) FROM audit}), 'before,followed',
 	'its copies follow the added table');
+
+# ---------------------------------------------------------------------
+# a published table locked on the source does not hold the worker: its
+# look at the source (which reads the publication's tables, and waits for
+# their locks from PostgreSQL 16 on) gives up after a second
+# ---------------------------------------------------------------------
+my $locker = start_psql($node, 'dbname=shop',
+	q{BEGIN; LOCK TABLE orders IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(12); COMMIT;});
+my $blocked = wait_until(
+	sub {
+		sq(q{SELECT count(*) FROM pg_stat_activity WHERE datname = 'shop' AND wait_event_type = 'Lock'})
+		  ne '0';
+	},
+	8);
+note($blocked ? 'a look at the source waited for the lock'
+	: 'no look waited for the lock (PostgreSQL 15 reads the publication without it)');
+my ($k_name, $k_conn) = clone_of('shop');
+ok($k_name, 'with a published table locked on the source, the worker still serves clones');
+is(in_sandbox($k_conn, 'SELECT count(*) > 0 FROM orders'), 't', 'and the copy holds the rows');
+is((finish_psql($locker))[0], 0, 'the lock is let go');
 
 # ---------------------------------------------------------------------
 # rules refused on a live source
@@ -415,8 +435,13 @@ sq(q{SELECT pgsandbox.add_source('blip', 'dbname=blip user=repl password=replpw'
 sq(q{SELECT pgsandbox.set_live('blip', 'blippub')});
 ok(wait_until(sub { -e "$gate/waiting" }, 60), 'a live build of blip is restoring');
 my $dead_slot = sq(q{SELECT live_slot FROM pgsandbox.sandbox WHERE source = 'blip' AND status = 'cloning'});
-is(sq("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$dead_slot'"), '1',
-	'its slot is made');
+is( poll_value(
+		$node,
+		"SELECT count(*) FROM pg_replication_slots s JOIN pgsandbox.sandbox b ON b.live_slot = s.slot_name"
+		  . " WHERE b.source = 'blip' AND b.status = 'cloning'",
+		'1', 60),
+	'1', 'its slot is made');
+$dead_slot = sq(q{SELECT live_slot FROM pgsandbox.sandbox WHERE source = 'blip' AND status = 'cloning'});
 my ($victim) = clone_worker_pids($node);
 kill 'KILL', $victim;
 ok(wait_until(sub { try_psql($node, 'postgres', 'SELECT 1') eq '1' }, 60),
