@@ -39,6 +39,7 @@ PG_FUNCTION_INFO_V1(pgsandbox_unset_live);
 typedef struct SbxLiveSource
 {
 	char	   *conninfo;
+	bool		require_password;
 	bool		allow_data;
 	char	   *trusted_owners;
 } SbxLiveSource;
@@ -62,15 +63,17 @@ sbx_live_source_row(const char *source, SbxLiveSource *row)
 	bool		isnull;
 
 	memset(row, 0, sizeof(*row));
-	if (SPI_execute_with_args("SELECT conninfo, allow_data, trusted_owners::text"
-							  "  FROM pgsandbox.source WHERE name = $1",
+	if (SPI_execute_with_args("SELECT conninfo, require_password, allow_data,"
+							  "       trusted_owners::text FROM pgsandbox.source WHERE name = $1",
 							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not read source \"%s\"", source);
 	row->conninfo = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	row->require_password = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 2, &isnull));
 	row->allow_data = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 2, &isnull));
-	row->trusted_owners = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+												 SPI_tuptable->tupdesc, 3, &isnull));
+	row->trusted_owners = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 
 	if (SPI_execute_with_args("SELECT kind, target FROM pgsandbox.source_rule"
 							  " WHERE source = $1 ORDER BY kind, target",
@@ -98,6 +101,10 @@ pgsandbox_set_live(PG_FUNCTION_ARGS)
 	SbxLiveSource row;
 	SbxLocale	locale;
 	PGconn	   *volatile conn;
+	PGconn	   *sub;
+	int			code;
+	char	   *message;
+	char	   *detail;
 	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 	Datum		values[7];
 
@@ -137,12 +144,7 @@ pgsandbox_set_live(PG_FUNCTION_ARGS)
 				 errdetail("The live snapshot's subscription logs in with it as the snapshot's own role, which no identity of this server backs.")));
 	explicit_bzero(password, strlen(password));
 
-	/*
-	 * As the subscription will connect: with the parameters a source added
-	 * by a non-superuser may use, and its password used, which PostgreSQL
-	 * 16 and later require of a subscription no superuser owns.
-	 */
-	conn = sbx_source_open(source, row.conninfo, true);
+	conn = sbx_source_open(source, row.conninfo, row.require_password);
 	PG_TRY();
 	{
 		sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", source));
@@ -154,6 +156,24 @@ pgsandbox_set_live(PG_FUNCTION_ARGS)
 		libpqsrv_disconnect(conn);
 	}
 	PG_END_TRY();
+
+	/*
+	 * Last, log in as the subscription will: with the parameters a source
+	 * added by a non-superuser may use, and its password used, which
+	 * PostgreSQL 16 and later require of a subscription no superuser owns.
+	 */
+	sub = sbx_source_try_connect(source, row.conninfo, true, 0, &code, &message, &detail);
+	if (sub == NULL)
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg_internal("%s", message),
+				 code == ERRCODE_INSUFFICIENT_PRIVILEGE
+				 ? errdetail("A live snapshot's subscription logs in with the source's password, which PostgreSQL 16 and later require of a subscription that no superuser owns.")
+				 : errdetail_internal("%s", detail),
+				 code == ERRCODE_INSUFFICIENT_PRIVILEGE
+				 ? errhint("Have the source's server ask this login for its password (scram-sha-256 in pg_hba.conf).")
+				 : 0));
+	libpqsrv_disconnect(sub);
 	explicit_bzero(row.conninfo, strlen(row.conninfo));
 
 	values[0] = CStringGetTextDatum(source);

@@ -49,6 +49,31 @@ static PGconn *sbx_slot_conn = NULL;
 
 /* the live snapshot whose pause this copy holds, 0 for none */
 static int64 sbx_pause_held = 0;
+/* the live snapshot whose apply this copy resumes, 0 for none */
+static int64 sbx_pause_resuming = 0;
+
+/*
+ * What set_live() checked of the source may have changed since (a table
+ * of an untrusted role added to a publication FOR ALL TABLES, a trigger,
+ * a publication dropped): a build checks it again, as the subscription
+ * will log in.
+ */
+static void
+sbx_live_recheck(const SbxCloneJob *job)
+{
+	PGconn	   *volatile conn = sbx_source_open(job->source, job->conninfo, true);
+
+	PG_TRY();
+	{
+		sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", job->source));
+		sbx_check_live_source(conn, job->source, job->live_publication, job->trusted_owners);
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+}
 
 /*
  * A live build, before its dump: make the slot on the source, and return
@@ -60,6 +85,9 @@ char *
 sbx_live_build_begin(const SbxCloneJob *job)
 {
 	char	   *snapshot;
+
+	/* a source that cannot be followed costs no dump (checked again later) */
+	sbx_live_recheck(job);
 
 	sbx_slot_conn = sbx_live_slot_create(job->source, job->conninfo, job->require_password,
 										 job->live_slot, &snapshot);
@@ -105,26 +133,14 @@ void
 sbx_live_subscribe(SbxCloneJob *job)
 {
 	const char *role = quote_identifier(job->name);
-	PGconn	   *volatile conn;
 	char	   *conninfo;
 
 	/*
-	 * What set_live() checked may have changed since (a table added to a
-	 * publication FOR ALL TABLES, a publication dropped): check it again
-	 * before the apply runs any of it.  The slot stays the replication
+	 * Again now, before the apply runs any of it: what was checked before
+	 * the dump may have changed during it.  The slot stays the replication
 	 * connection's until then, so that a refusal drops it.
 	 */
-	conn = sbx_source_open(job->source, job->conninfo, true);
-	PG_TRY();
-	{
-		sbx_source_read_begin(conn, psprintf("could not read source \"%s\"", job->source));
-		sbx_check_live_source(conn, job->source, job->live_publication, job->trusted_owners);
-	}
-	PG_FINALLY();
-	{
-		libpqsrv_disconnect(conn);
-	}
-	PG_END_TRY();
+	sbx_live_recheck(job);
 
 	/* the slot is no longer the replication connection's */
 	if (sbx_slot_conn != NULL)
@@ -263,10 +279,18 @@ sbx_live_release_at_exit(int code, Datum arg)
 {
 	double		secs;
 
-	/* the lifecycle worker resumes an apply left paused (live.c) */
+	/*
+	 * A copy that ends (an error, or a FATAL that runs no handler) lets go
+	 * of its pause, or of the resume it was making, so that later copies do
+	 * not wait for it; the lifecycle worker resumes an apply left paused
+	 * (live.c).
+	 */
 	if (sbx_pause_held != 0 && sbx_live_pause_leave(sbx_pause_held, &secs))
 		sbx_live_pause_resumed(sbx_pause_held);
+	if (sbx_pause_resuming != 0)
+		sbx_live_pause_resumed(sbx_pause_resuming);
 	sbx_pause_held = 0;
+	sbx_pause_resuming = 0;
 }
 
 /*
@@ -322,9 +346,14 @@ sbx_live_copy_end(SbxCloneJob *job)
 
 	if (sbx_pause_held == 0)
 		return;
-	sbx_pause_held = 0;
 	if (!sbx_live_pause_leave(job->snapshot_id, &secs))
+	{
+		sbx_pause_held = 0;
 		return;
+	}
+	/* from here, the exit callback ends the resume this copy makes */
+	sbx_pause_resuming = job->snapshot_id;
+	sbx_pause_held = 0;
 	PG_TRY();
 	{
 		sbx_live_command(job->snapshot_dboid, job->snapshot_name, job->snapshot_name,
@@ -339,6 +368,7 @@ sbx_live_copy_end(SbxCloneJob *job)
 	}
 	PG_END_TRY();
 	sbx_live_pause_resumed(job->snapshot_id);
+	sbx_pause_resuming = 0;
 	sbx_job_note(job, "the live snapshot's apply was paused for %.2f s", secs);
 }
 

@@ -227,6 +227,12 @@ sbx_run_utility(const char *sql, const char *secret)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	ProcessUtility(pstmt, sql, false, PROCESS_UTILITY_TOPLEVEL, NULL, NULL,
 				   None_Receiver, NULL);
+	if (secret && IsA(raw->stmt, CreateSubscriptionStmt))
+	{
+		char	   *copy = ((CreateSubscriptionStmt *) raw->stmt)->conninfo;
+
+		explicit_bzero(copy, strlen(copy));
+	}
 	PopActiveSnapshot();
 	CommandCounterIncrement();
 }

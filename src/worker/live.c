@@ -33,6 +33,7 @@
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -46,9 +47,10 @@ typedef struct SbxLiveWatch
 	TimestampTz lag_event;		/* when the last live_lag event was written */
 	bool		looked;			/* errors and applied are set */
 	int64		errors;			/* the apply's errors at the last look */
-	char		applied[32];	/* how far it had applied then */
-	int			stuck;			/* looks in a row that found new errors, the
-								 * source answering and the apply not moving */
+	char		applied[32];	/* the last transaction it had committed then */
+	int			stuck;			/* looks that found new errors with the source
+								 * answering, since the apply last committed */
+	TimestampTz error_at;		/* when the last of those looks was */
 } SbxLiveWatch;
 
 static List *sbx_live_watches = NIL;	/* of SbxLiveWatch, in sbx_worker_cxt */
@@ -62,8 +64,9 @@ static void sbx_live_resume_unheld(const SbxLiveRow *r);
 #define SBX_LIVE_PROBE_TIMEOUT	2
 /* how often a lag past the setting is an event */
 #define SBX_LIVE_LAG_EVENT_MS	600000
-/* looks in a row that find the apply failing before a rebuild */
+/* looks that find the apply failing before a rebuild, and how long they count */
 #define SBX_LIVE_STUCK_LOOKS	3
+#define SBX_LIVE_STUCK_FORGET_MS	60000
 
 /*
  * In a worker transaction: lock live snapshot 'name' (row id) as a snapshot
@@ -180,6 +183,8 @@ struct SbxLiveRow
 	int64		apply_errors;
 	char	   *applied_lsn;	/* how far the apply has gone, NULL if not known */
 	char	   *tables;			/* what it subscribed to, counted and hashed */
+	char	   *origin_lsn;		/* the last transaction it committed, at the
+								 * source's WAL position, NULL if none yet */
 };
 
 /* In a worker transaction: the ready live snapshots that serve now. */
@@ -200,7 +205,9 @@ sbx_live_rows(void)
 					 "        (SELECT GREATEST(a.received_lsn, a.latest_end_lsn)::text"
 					 "           FROM pg_catalog.pg_stat_subscription a"
 					 "          WHERE a.subid = sub.oid AND a.relid IS NULL),"
-					 "        s.live_tables"
+					 "        s.live_tables,"
+					 "        (SELECT r.remote_lsn::text FROM pg_catalog.pg_replication_origin_status r"
+					 "          WHERE r.external_id = 'pg_' || sub.oid)"
 					 "   FROM current_snapshot c"
 					 "   JOIN pgsandbox.sandbox s ON s.id = c.id"
 					 "   JOIN pgsandbox.source o ON o.name = s.source"
@@ -234,6 +241,7 @@ sbx_live_rows(void)
 		r->apply_errors = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
 		r->applied_lsn = SPI_getvalue(tup, desc, 14);
 		r->tables = SPI_getvalue(tup, desc, 15);
+		r->origin_lsn = SPI_getvalue(tup, desc, 16);
 		rows = lappend(rows, r);
 	}
 	MemoryContextSwitchTo(old);
@@ -309,23 +317,30 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
 }
 
 /*
- * Count the looks in a row that found live snapshot r's apply failing for
- * good: new errors since the last look, the source answering, and nothing
- * more applied.  An apply that fails while its source is away (a restart,
- * the network) is not broken: it starts again once the source is back.
+ * Count the looks that found live snapshot r's apply failing for good: new
+ * errors since the last look, with the source answering, and no source
+ * transaction committed by the apply since the count began (its
+ * replication origin has not moved).  An apply that fails while its source
+ * is away (a restart, the network) is not broken: it starts again once the
+ * source is back, and commits.  The count is forgotten once the apply
+ * commits, or after a minute with no new error.
  */
 static void
 sbx_live_count_stuck(const SbxLiveRow *r, bool reached)
 {
 	SbxLiveWatch *w = sbx_live_watch(r->id);
-	const char *applied = r->applied_lsn ? r->applied_lsn : "";
-	bool		moved = strcmp(applied, w->applied) != 0;
+	const char *applied = r->origin_lsn ? r->origin_lsn : "";
+	bool		committed = w->looked && strcmp(applied, w->applied) != 0;
 
-	if (!w->looked)
+	if (!w->looked || committed)
 		w->stuck = 0;
-	else if (r->apply_errors > w->errors && reached && !moved)
+	else if (r->apply_errors > w->errors && reached)
+	{
 		w->stuck++;
-	else if (reached)
+		w->error_at = GetCurrentTimestamp();
+	}
+	else if (w->stuck > 0 &&
+			 TimestampDifferenceExceeds(w->error_at, GetCurrentTimestamp(), SBX_LIVE_STUCK_FORGET_MS))
 		w->stuck = 0;
 	w->looked = true;
 	w->errors = r->apply_errors;
@@ -352,7 +367,7 @@ sbx_live_look(SbxLiveRow *r)
 	if (!r->subscribed || !r->intact)
 		sbx_live_broken(r, "its subscription is gone or was changed");
 	else if (r->errors_seen > 0 || sbx_live_watch(r->id)->stuck >= SBX_LIVE_STUCK_LOOKS)
-		sbx_live_broken(r, psprintf("its apply failed " INT64_FORMAT " times, and applied nothing over %d looks with the source answering (the server log says why: most often a change of the source's schema, which is not replicated)",
+		sbx_live_broken(r, psprintf("its apply failed " INT64_FORMAT " times, and committed nothing over %d looks that found new errors with the source answering (the server log says why: most often a change of the source's schema, which is not replicated)",
 									r->apply_errors, SBX_LIVE_STUCK_LOOKS));
 	else if (reached && probe.tables == NULL)
 		sbx_live_broken(r, psprintf("publication \"%s\" is gone from the source", r->publication));
@@ -369,6 +384,27 @@ sbx_live_look(SbxLiveRow *r)
 }
 
 /*
+ * The pause the lifecycle worker holds while it resumes an apply, 0 for
+ * none, and whether it has left it already; let go of at exit, so that a
+ * worker ended mid resume leaves no copy waiting.
+ */
+static int64 sbx_worker_pause = 0;
+static bool sbx_worker_pause_left = false;
+
+static void
+sbx_live_release_at_exit(int code, Datum arg)
+{
+	double		secs;
+
+	if (sbx_worker_pause == 0)
+		return;
+	if (!sbx_worker_pause_left)
+		(void) sbx_live_pause_leave(sbx_worker_pause, &secs);
+	sbx_live_pause_resumed(sbx_worker_pause);
+	sbx_worker_pause = 0;
+}
+
+/*
  * Resume the apply of live snapshot r, left paused by a copy that died,
  * unless a copy holds the pause now.  The worker takes the pause as a copy
  * would, so that no copy pauses the apply while it resumes it.
@@ -376,6 +412,7 @@ sbx_live_look(SbxLiveRow *r)
 static void
 sbx_live_resume_unheld(const SbxLiveRow *r)
 {
+	static bool exit_callback = false;
 	TimestampTz as_of;
 	double		secs;
 	SbxPauseTurn turn = sbx_live_pause_join(r->id, &as_of);
@@ -385,6 +422,13 @@ sbx_live_resume_unheld(const SbxLiveRow *r)
 	/* shared: a copy holds it, and resumes it unless it left meanwhile */
 	if (turn == SBX_PAUSE_SHARED && !sbx_live_pause_leave(r->id, &secs))
 		return;
+	if (!exit_callback)
+	{
+		before_shmem_exit(sbx_live_release_at_exit, (Datum) 0);
+		exit_callback = true;
+	}
+	sbx_worker_pause = r->id;
+	sbx_worker_pause_left = turn == SBX_PAUSE_SHARED;
 	PG_TRY();
 	{
 		sbx_live_command(r->dboid, r->name, r->name, SBX_LIVE_RESUME);
@@ -394,6 +438,7 @@ sbx_live_resume_unheld(const SbxLiveRow *r)
 		if (turn == SBX_PAUSE_MINE)
 			(void) sbx_live_pause_leave(r->id, &secs);
 		sbx_live_pause_resumed(r->id);
+		sbx_worker_pause = 0;
 	}
 	PG_END_TRY();
 }
@@ -546,10 +591,12 @@ sbx_live_forget_slot(int64 sandbox_id)
  * reads on the source, then the subscription.  The slot is dropped with
  * the connection string the subscription holds, so that this works after
  * the source was removed too.  A source that cannot be reached does not
- * hold the drop up: the subscription is detached from its slot, and the
- * catalog row keeps the slot's name for the timer to drop it later
- * (sbx_live_drop_left_slot); meanwhile the slot keeps the source's WAL,
- * which doctor() shows.
+ * hold the drop up while it is still a source: the subscription is
+ * detached from its slot, and the catalog row keeps the slot's name for
+ * the timer to drop it later with the source's connection string
+ * (sbx_live_drop_left_slot).  A removed source has no connection string
+ * but the subscription's: then the drop is an error, tried again later.
+ * Meanwhile the slot keeps the source's WAL, which doctor() shows.
  */
 void
 sbx_live_detach_database(Oid dboid, const char *name)
@@ -586,12 +633,36 @@ sbx_live_detach_database(Oid dboid, const char *name)
 		bool		dropped = sbx_live_slot_drop(source, conninfo, true, slot,
 												 SBX_LIVE_PROBE_TIMEOUT, &why);
 
+		bool		source_kept = false;
+
+		if (!dropped)
+		{
+			/* the slot can be dropped later only with the source's row */
+			sbx_xact_begin("pgsandbox: looking for a live snapshot's source");
+			sbx_spi(psprintf("SELECT 1 FROM pgsandbox.sandbox s"
+							 "  JOIN pgsandbox.source o ON o.name = s.source AND %s"
+							 " WHERE s.live_slot = $1", sbx_same_source_sql()),
+					SPI_OK_SELECT, 1, (const char *[]) {slot});
+			source_kept = SPI_processed > 0;
+			sbx_xact_commit();
+		}
 		if (dropped)
 		{
 			sbx_xact_begin("pgsandbox: forgetting a live snapshot's slot");
 			sbx_spi("UPDATE pgsandbox.sandbox SET live_slot = NULL WHERE live_slot = $1",
 					SPI_OK_UPDATE, 1, (const char *[]) {slot});
 			sbx_xact_commit();
+		}
+		else if (!source_kept)
+		{
+			/* removed: only the subscription still knows how to reach it */
+			explicit_bzero(conninfo, strlen(conninfo));
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not drop the replication slot \"%s\" of live snapshot \"%s\" on removed source \"%s\"",
+							slot, name, source),
+					 errdetail_internal("%s", why),
+					 errhint("The drop is tried again later, with the connection string its subscription holds; meanwhile the slot keeps the source's WAL.")));
 		}
 		else
 			ereport(WARNING,
