@@ -56,7 +56,10 @@ if [ "$versions" != 15 ]; then
 	echo "=== Debian packages"
 	start=$SECONDS
 	debs=$(mktemp -d /tmp/pgsandbox-debs-out.XXXXXX)
-	old07=$(git -C "$src" log --reverse --format=%H -S"default_version = '0.8'" -- pgsandbox.control 2>/dev/null | head -n 1)
+	# sed reads all that git writes: head would leave it to die of SIGPIPE
+	# between two commits it flushes, which pipefail and set -e then made
+	# end the whole run without a word
+	old07=$(git -C "$src" log --reverse --format=%H -S"default_version = '0.8'" -- pgsandbox.control 2>/dev/null | sed -n 1p)
 	if PG_VERSIONS="$versions" bash "$src/packaging/build-debs.sh" "$debs/new" &&
 		{ [ -z "$old07" ] || PGSANDBOX_REF="$old07^" PG_VERSIONS=15 bash "$src/packaging/build-debs.sh" "$debs/0.7"; } &&
 		PG_VERSIONS="$versions" bash "$src/packaging/test-debs.sh" "$debs/new" ${old07:+"$debs/0.7"}; then
