@@ -19,7 +19,7 @@ extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 extern void sbx_job_note(SbxCloneJob *job, const char *fmt,...) pg_attribute_printf(2, 3);
 
 /* making and copying live snapshots (live_copy.c) */
-extern char *sbx_live_build_begin(const SbxCloneJob *job);
+extern char *sbx_live_build_begin(SbxCloneJob *job);
 extern void sbx_live_build_end(SbxCloneJob *job, bool failed);
 extern void sbx_live_subscribe(SbxCloneJob *job);
 extern void sbx_live_copy_begin(SbxCloneJob *job);

@@ -82,12 +82,24 @@ sbx_live_recheck(const SbxCloneJob *job)
  * sbx_live_build_end.
  */
 char *
-sbx_live_build_begin(const SbxCloneJob *job)
+sbx_live_build_begin(SbxCloneJob *job)
 {
 	char	   *snapshot;
 
-	/* a source that cannot be followed costs no dump (checked again later) */
-	sbx_live_recheck(job);
+	/*
+	 * A source that cannot be followed costs no dump (checked again later);
+	 * its build made no slot, so the worker has none to drop.
+	 */
+	PG_TRY();
+	{
+		sbx_live_recheck(job);
+	}
+	PG_CATCH();
+	{
+		job->live_slot_dropped = true;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
 	sbx_slot_conn = sbx_live_slot_create(job->source, job->conninfo, job->require_password,
 										 job->live_slot, &snapshot);
@@ -127,7 +139,7 @@ sbx_live_build_end(SbxCloneJob *job, bool failed)
 /*
  * A live build, once its database holds the dump and passed its check: in
  * this database, the subscription that follows the source from the slot's
- * consistent point on, owned by the snapshot's role.
+ * consistent point on, owned by pgsandbox_live.
  */
 void
 sbx_live_subscribe(SbxCloneJob *job)
