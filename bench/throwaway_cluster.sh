@@ -1,4 +1,4 @@
-# throwaway_cluster.sh: sourced by bench/soak.sh and bench/schema_diff.sh.
+# throwaway_cluster.sh: sourced by the bench scripts that need a cluster of their own
 #
 # Installs the packages and builds pgsandbox (as root; unless SKIP_BUILD=1),
 # then makes a throwaway cluster in a private directory under /tmp, on a Unix
