@@ -200,6 +200,9 @@ sbx_reader_login(char *password)
 	}
 	if (absent)
 		return SBX_READER_ABSENT;
+	/* without the preloaded library there is no worker to give a password */
+	if (sbx_reader == NULL)
+		return SBX_READER_WAITING;
 
 	/*
 	 * Right after the server starts, or the extension is made, a caller may
