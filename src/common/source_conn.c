@@ -73,21 +73,32 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 	sbx_conninfo_to_params(conninfo, require_password, &keywords, &values);
 	while (keywords[n] != NULL)
 		n++;
-	/* the default timeout first, so that the source's own comes later */
-	kw = palloc0(sizeof(char *) * (n + 3));
-	vals = palloc0(sizeof(char *) * (n + 3));
+	kw = palloc0(sizeof(char *) * (n + 6));
+	vals = palloc0(sizeof(char *) * (n + 6));
+	memcpy(kw, keywords, sizeof(char *) * n);
+	memcpy(vals, values, sizeof(char *) * n);
+
+	/*
+	 * After the source's own, so that its connection string cannot take
+	 * them back: a caller's bound (a short look, in the worker's loop or in
+	 * doctor()), with keepalives that give up on a source gone silent
+	 * mid-query; and the replication protocol.
+	 */
 	if (connect_timeout > 0)
 	{
-		kw[0] = "connect_timeout";
-		vals[0] = psprintf("%d", connect_timeout);
+		kw[n] = "connect_timeout";
+		vals[n++] = psprintf("%d", connect_timeout);
+		kw[n] = "keepalives_idle";
+		vals[n++] = psprintf("%d", connect_timeout);
+		kw[n] = "keepalives_interval";
+		vals[n++] = psprintf("%d", connect_timeout);
+		kw[n] = "keepalives_count";
+		vals[n++] = "3";
 	}
-	memcpy(kw + (connect_timeout > 0), keywords, sizeof(char *) * n);
-	memcpy(vals + (connect_timeout > 0), values, sizeof(char *) * n);
-	/* last, so that the source's connection string cannot take it back */
 	if (replication)
 	{
-		kw[n + (connect_timeout > 0)] = "replication";
-		vals[n + (connect_timeout > 0)] = "database";
+		kw[n] = "replication";
+		vals[n++] = "database";
 	}
 
 	secrets[0] = sbx_conninfo_password(conninfo);
@@ -182,4 +193,38 @@ sbx_source_connect(const char *source)
 	conn = sbx_source_open(source, conninfo, require_password);
 	explicit_bzero(conninfo, strlen(conninfo));
 	return conn;
+}
+
+/*
+ * Prepare source connection 'conn' for a short look by pgsandbox (the
+ * worker's at a live source, doctor()'s): a search_path of pg_catalog
+ * alone, so that no operator or function a source's role made in another
+ * schema stands in for a built-in one; no row-level security policy; at
+ * most 'timeout' seconds a statement, and at most a second a lock, since a
+ * table's owner can hold the lock that pg_publication_tables takes on each
+ * published table.  False, with *why set, if the source refused them.
+ */
+bool
+sbx_source_look_begin(PGconn *conn, int timeout, char **why)
+{
+	char		ms[16];
+	const char *params[1] = {ms};
+	PGresult   *res;
+	bool		ok;
+
+	snprintf(ms, sizeof(ms), "%d", Max(timeout, 1) * 1000);
+	res = libpqsrv_exec_params(conn,
+							   "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+							   "       pg_catalog.set_config('row_security', 'off', false),"
+							   "       pg_catalog.set_config('statement_timeout', $1, false),"
+							   "       pg_catalog.set_config('lock_timeout', '1000', false)",
+							   1, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+	{
+		*why = pstrdup(PQerrorMessage(conn));
+		(*why)[strcspn(*why, "\n")] = '\0';
+	}
+	PQclear(res);
+	return ok;
 }
