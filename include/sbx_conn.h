@@ -59,6 +59,7 @@ extern PGconn *sbx_source_try_connect_as(const char *name, const char *conninfo,
 										 bool require_password, int connect_timeout,
 										 bool replication, int *sqlerrcode,
 										 char **message, char **detail);
+extern bool sbx_source_look_begin(PGconn *conn, int timeout, char **why);
 extern PGconn *sbx_source_open(const char *name, const char *conninfo,
 							   bool require_password);
 

@@ -171,10 +171,11 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 	{
 		const char *name = lfirst(ln);
 		char	   *check = psprintf("source \"%s\" can be dumped", name);
-		PGconn	   *conn;
+		PGconn	   *volatile conn;
 		int			code;
 		char	   *message;
 		char	   *detail;
+		char	   *why = NULL;
 
 		/* as a clone would connect, with a timeout of our own */
 		conn = sbx_source_try_connect(name, lfirst(lc), lfirst_int(lu) != 0, 5,
@@ -184,22 +185,35 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 						   psprintf("Cannot connect: %s",
 									code == ERRCODE_CONNECTION_FAILURE ? detail
 									: psprintf("%s. %s", message, detail)));
+		else if (!sbx_source_look_begin(conn, 5, &why))
+		{
+			sbx_doctor_row(d, check, false, psprintf("Cannot prepare a session there: %s", why));
+			libpqsrv_disconnect(conn);
+		}
 		else
 		{
-			int			major = PQserverVersion(conn) / 10000;
+			/* a bounded session, closed whatever happens (a cancel) */
+			PG_TRY();
+			{
+				int			major = PQserverVersion(conn) / 10000;
 
-			if (dump_major > 0 && major > dump_major)
-				sbx_doctor_row(d, check, false,
-							   psprintf("The source runs PostgreSQL %d and pg_dump is version %d; "
-										"pg_dump cannot dump a newer server.", major, dump_major));
-			else
-				sbx_doctor_row(d, check, true,
-							   psprintf("The source runs PostgreSQL %d.", major));
-			sbx_check_source_login(d, name, conn);
-			/* what a live snapshot needs of it (doctor_live.c) */
-			if (list_nth(publications, i) != NULL)
-				sbx_doctor_live_source(d, name, list_nth(publications, i), conn);
-			libpqsrv_disconnect(conn);
+				if (dump_major > 0 && major > dump_major)
+					sbx_doctor_row(d, check, false,
+								   psprintf("The source runs PostgreSQL %d and pg_dump is version %d; "
+											"pg_dump cannot dump a newer server.", major, dump_major));
+				else
+					sbx_doctor_row(d, check, true,
+								   psprintf("The source runs PostgreSQL %d.", major));
+				sbx_check_source_login(d, name, conn);
+				/* what a live snapshot needs of it (doctor_live.c) */
+				if (list_nth(publications, i) != NULL)
+					sbx_doctor_live_source(d, name, list_nth(publications, i), conn);
+			}
+			PG_FINALLY();
+			{
+				libpqsrv_disconnect(conn);
+			}
+			PG_END_TRY();
 		}
 		explicit_bzero(lfirst(lc), strlen(lfirst(lc)));
 		i++;

@@ -55,7 +55,7 @@ sbx_doctor_live_source(SbxDoctor *d, const char *name, const char *publication,
 	params[2] = "pgsandbox\\_%";
 	res = libpqsrv_exec_params(conn,
 							   "SELECT pg_catalog.current_setting('wal_level'),"
-							   "       pg_catalog.current_setting('max_slot_wal_keep_size'),"
+							   "       COALESCE(pg_catalog.current_setting('max_slot_wal_keep_size', true), '-1'),"
 							   "       (SELECT pg_catalog.string_agg(pg_catalog.format('%s keeps %s', s.slot_name,"
 							   "                pg_catalog.pg_size_pretty(pg_catalog.pg_wal_lsn_diff("
 							   "                  pg_catalog.pg_current_wal_lsn(), s.restart_lsn))), ', ')"

@@ -30,31 +30,6 @@
 #include "utils/wait_event.h"
 
 /*
- * Bound what the lifecycle worker waits for on source connection 'conn':
- * at most 'timeout' seconds a statement, and at most a second a lock, since
- * a source's table owner can hold the lock that pg_publication_tables
- * takes on each published table.  False, with *why set, if the source
- * refused the settings.
- */
-static bool
-sbx_live_bound(PGconn *conn, int timeout, char **why)
-{
-	PGresult   *res = libpqsrv_exec(conn,
-									psprintf("SET statement_timeout = '%ds'; SET lock_timeout = '1s'",
-											 Max(timeout, 1)),
-									PG_WAIT_EXTENSION);
-	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-
-	if (!ok)
-	{
-		*why = pstrdup(PQerrorMessage(conn));
-		(*why)[strcspn(*why, "\n")] = '\0';
-	}
-	PQclear(res);
-	return ok;
-}
-
-/*
  * Make logical slot 'slot' on source 'name' (pgoutput), and return the
  * replication connection that made it, which holds the exported snapshot
  * *snapshot until it is closed or used again.
@@ -122,7 +97,7 @@ sbx_live_slot_drop(const char *name, const char *conninfo, bool require_password
 		*why = psprintf("%s: %s", message, detail);
 		return false;
 	}
-	if (!sbx_live_bound(conn, timeout, why))
+	if (!sbx_source_look_begin(conn, timeout, why))
 	{
 		libpqsrv_disconnect(conn);
 		return false;
@@ -171,7 +146,7 @@ sbx_live_probe(const char *name, const char *conninfo, bool require_password,
 		probe->why = psprintf("%s: %s", message, detail);
 		return false;
 	}
-	if (!sbx_live_bound(conn, timeout, &probe->why))
+	if (!sbx_source_look_begin(conn, timeout, &probe->why))
 	{
 		libpqsrv_disconnect(conn);
 		return false;
