@@ -505,7 +505,7 @@ sq(q{SELECT pgsandbox.remove_source('shop')});
 is( poll_value(
 		$node,
 		"SELECT count(*) FROM pgsandbox.sandbox WHERE source = 'shop' AND kind = 'snapshot'"
-		  . " AND status IN ('cloning', 'ready')",
+		  . " AND status IN ('cloning', 'ready', 'dropping')",
 		'0', 60),
 	'0',
 	'remove_source(): the live snapshot is dropped');
