@@ -10,7 +10,7 @@ PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -Wno-clobbered -Wshadow=compatible-local $(if $(WERROR),-Werror)
 SHLIB_LINK_INTERNAL = $(libpq)
 
-REGRESS = setup sources clone_errors clone access agent schema_diff fast_clones masking subset reset live
+REGRESS = setup sources clone_errors clone access agent schema_diff fast_clones masking subset relations reset live
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=./tmp_check_regress
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl

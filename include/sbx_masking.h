@@ -22,15 +22,28 @@ typedef struct SbxMaskRule
 	bool		trusted;		/* its author is a superuser: not checked */
 } SbxMaskRule;
 
-/* a subset or follow rule (subset_rules.c, subset.c) */
+/*
+ * A subset, follow or relate rule (subset_rules.c, relations.c, subset.c).
+ * A relate rule declares a relationship the source's schema does not: from
+ * the referring columns of schema.table to the referred columns of
+ * ref_schema.ref_table, where the condition (if any) holds of the
+ * referring row.
+ */
 typedef struct SbxSubsetRule
 {
-	char	   *target;			/* schema.table, quoted where needed */
+	char	   *target;			/* schema.table, quoted where needed; for a
+								 * relationship "a.b(c) -> d.e(f)" */
 	char	   *schema;
 	char	   *table;
-	char	   *condition;		/* subset: an expression, or a share ('1%') */
+	char	   *condition;		/* subset: an expression, or a share ('1%');
+								 * relate: an expression, or NULL */
 	int64		max_rows;		/* follow: the most rows kept, 0 for no bound */
 	bool		follow;
+	bool		relation;		/* a relate rule */
+	char	   *ref_schema;		/* relate: the referred table */
+	char	   *ref_table;
+	List	   *columns;		/* relate: the referring columns (names) */
+	List	   *ref_columns;	/* relate: the referred columns (names) */
 	bool		trusted;		/* its author is a superuser: not checked */
 } SbxSubsetRule;
 
@@ -48,6 +61,8 @@ typedef struct SbxMaskedTable
 	bool		reduced;		/* only the rows subset rules keep */
 	List	   *kept_chunks;	/* reduced: its kept rows' ctids, as tid[] literals */
 	double		estimate;		/* reduced: the source's estimate of its rows */
+	Oid			reduced_of;		/* reduced: its table among the source's
+								 * (itself, or its partitioned table) */
 	int64		rows;			/* rows copied */
 } SbxMaskedTable;
 
@@ -128,7 +143,26 @@ extern void sbx_check_mask_not_in_subset(const char *source, const char *schema,
 										 const char *table, const char *column);
 extern void sbx_check_rule_ascii(PGconn *conn, const char *source, const char *what,
 								 const char *target, const char *expression);
+extern void sbx_parse_table_target(const char *target, char **schema, char **table,
+								   char **normalized);
+extern void sbx_set_table_rule(const char *source, const char *kind, const char *schema,
+							   const char *table, const char *normalized,
+							   const char *expression);
+extern Oid	sbx_check_rule_table(PGconn *conn, const char *source, const char *schema,
+								 const char *table);
 extern void sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids);
+
+/* declared relationships (relations.c) */
+#define SBX_RELATION_CONDITION	"relationship condition"
+extern void sbx_parse_relation_target(const char *target, SbxSubsetRule *rule);
+extern PGresult *sbx_resolve_relation(PGconn *conn, const char *source,
+									  const SbxSubsetRule *rule);
+extern char *sbx_relation_condition(const char *condition, const char *table,
+									const char *row);
+extern bool sbx_relation_uses(const SbxSubsetRule *rule, const char *schema,
+							  const char *table, const char *column);
+extern void sbx_check_mask_not_related(const char *source, const char *schema,
+									   const char *table, const char *column);
 extern void sbx_subset_compute(SbxMasking *m);
 extern char *sbx_subset_summary(const SbxMasking *m);
 

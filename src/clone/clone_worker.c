@@ -893,7 +893,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 		List	   *subsets;
 
 		sbx_unpack_rules(&sbx_job, &masks, &patterns, &subsets);
-		sbx_jobs = sbx_choose_jobs(info, subsets != NIL);
+		sbx_jobs = sbx_choose_jobs(info, sbx_rules_reduce(&sbx_job));
 		reader = sbx_source_open(sbx_job.source, sbx_job.conninfo,
 								 sbx_job.require_password);
 		PG_TRY();

@@ -377,7 +377,8 @@ sbx_check_rules_encoding(SbxMasking *m, List *masks, List *patterns, List *subse
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("%s rule \"%s\" of source \"%s\" is not ASCII, and the source's encoding is not the admin database's",
-							rule->follow ? "follow" : "subset", rule->target, m->source),
+							rule->relation ? "relate" : rule->follow ? "follow" : "subset",
+							rule->target, m->source),
 					 errdetail("The source's encoding is %s, the admin database's %s.",
 							   m->encoding, pg_encoding_to_char(rules_encoding))));
 	}

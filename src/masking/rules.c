@@ -409,6 +409,7 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	sbx_lock_source(source);
 	sbx_refuse_rule_if_live(source, "mask");
 	sbx_check_mask_not_in_subset(source, t.schema, t.table, t.column);
+	sbx_check_mask_not_related(source, t.schema, t.table, t.column);
 	sbx_check_rules_size(source, "mask", t.normalized,
 						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
 						 strlen(t.column) + strlen(expression));
@@ -560,7 +561,7 @@ pgsandbox_include_data(PG_FUNCTION_ARGS)
  * In a worker transaction: pack the rules of a source for a data clone's
  * job, and its rules_version.  Each rule is its kind ('m', 'M' for a mask
  * whose author is a superuser, 'x' for exclude_data, 's', 'S' for a subset
- * rule likewise, 'f' for follow), target,
+ * rule likewise, 'f' for follow, 'r', 'R' for relate), target,
  * schema, table, column and expression, each ended by a NUL, the empty
  * ones too; an empty kind ends the list.  Returns whether there is a rule.
  */
@@ -629,7 +630,7 @@ sbx_rules_reduce(const SbxCloneJob *job)
 
 /*
  * Unpack a clone job's rules: masks as SbxMaskRule, table patterns as
- * strings, subset and follow rules as SbxSubsetRule.
+ * strings, subset, follow and relate rules as SbxSubsetRule.
  */
 void
 sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns, List **subsets)
@@ -660,6 +661,16 @@ sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns, List **s
 			rule->column = pstrdup(field[4]);
 			rule->expression = pstrdup(field[5]);
 			*masks = lappend(*masks, rule);
+		}
+		else if (field[0][0] == 'r' || field[0][0] == 'R')
+		{
+			SbxSubsetRule *rule = palloc0(sizeof(SbxSubsetRule));
+
+			rule->trusted = (field[0][0] == 'R');
+			rule->target = pstrdup(field[1]);
+			sbx_parse_relation_target(rule->target, rule);
+			rule->condition = field[5][0] ? pstrdup(field[5]) : NULL;
+			*subsets = lappend(*subsets, rule);
 		}
 		else if (field[0][0] == 's' || field[0][0] == 'S' || field[0][0] == 'f')
 		{

@@ -265,6 +265,106 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 	PQclear(res);
 }
 
+/* The table of the source named schema.table, or NULL. */
+static SbxNode *
+sbx_named_node(HTAB *nodes, const char *schema, const char *table)
+{
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		if (strcmp(node->schema, schema) == 0 && strcmp(node->table, table) == 0)
+		{
+			hash_seq_term(&seq);
+			return node;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A relationship's condition, checked again as when it was set (within
+ * what its author may use), and no column it uses masked.
+ */
+static void
+sbx_check_relation(SbxMasking *m, const SbxSubsetRule *rule)
+{
+	ListCell   *lc;
+
+	if (rule->condition && !rule->trusted)
+		sbx_check_rule_rights(rule->condition, SBX_RELATION_CONDITION);
+	foreach(lc, m->masked)
+	{
+		SbxMaskedTable *table = lfirst(lc);
+		ListCell   *lr;
+
+		foreach(lr, table->rules)
+		{
+			SbxMaskRule *mask = lfirst(lr);
+
+			if (sbx_relation_uses(rule, mask->schema, mask->table, mask->column))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("relationship \"%s\" of source \"%s\" uses masked column \"%s\" of %s",
+								rule->target, m->source, mask->column,
+								quote_qualified_identifier(mask->schema, mask->table)),
+						 errdetail("Masked values would no longer match the rows that refer to them, and the rows kept would tell the values of a masked column."),
+						 errhint("Remove one of the two rules.")));
+		}
+	}
+}
+
+/*
+ * The relationships relate() declared, as keys: both tables must still be
+ * there, and the referred columns still unique (sbx_resolve_relation).
+ */
+static void
+sbx_read_relations(SbxMasking *m, HTAB *nodes, List *subsets)
+{
+	ListCell   *lc;
+
+	foreach(lc, subsets)
+	{
+		SbxSubsetRule *rule = lfirst(lc);
+		SbxNode    *from;
+		SbxNode    *to;
+		SbxKey	   *key;
+		PGresult   *res;
+
+		if (!rule->relation)
+			continue;
+		from = sbx_named_node(nodes, rule->schema, rule->table);
+		to = sbx_named_node(nodes, rule->ref_schema, rule->ref_table);
+		if (from == NULL || to == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relationship \"%s\" of source \"%s\" names a table the source no longer has",
+							rule->target, m->source),
+					 errhint("Remove the rule with unrelate(), or set it again.")));
+		sbx_check_relation(m, rule);
+		res = sbx_resolve_relation(m->reader, m->source, rule);
+		key = palloc0(sizeof(SbxKey));
+		key->name = rule->target;
+		key->from = from;
+		key->to = to;
+		key->from_leaf = key->to_leaf = InvalidOid;
+		key->from_sql = from->from;
+		key->to_sql = to->from;
+		key->relation = rule;
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			key->cols = lappend(key->cols, pstrdup(PQgetvalue(res, i, 4)));
+			key->refcols = lappend(key->refcols, pstrdup(PQgetvalue(res, i, 5)));
+			key->ops = lappend(key->ops, psprintf("%s%s", PQgetvalue(res, i, 9),
+												  PQgetvalue(res, i, 8)));
+		}
+		PQclear(res);
+		from->out = lappend(from->out, key);
+	}
+}
+
 /* The table a rule names, which must still be one of those above. */
 static SbxNode *
 sbx_rule_node(SbxMasking *m, HTAB *nodes, const SbxSubsetRule *rule)
@@ -348,6 +448,8 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 	{
 		SbxSubsetRule *rule = lfirst(lc);
 
+		if (rule->relation)
+			continue;
 		node = sbx_rule_node(m, nodes, rule);
 		if (node->cls == SBX_NODE_EXCLUDED)
 			ereport(ERROR,
@@ -379,6 +481,9 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 		{
 			SbxKey	   *key = lfirst(lc);
 
+			/* no constraint checks a relationship: its references may dangle */
+			if (key->to->cls == SBX_NODE_EXCLUDED && key->relation)
+				continue;
 			if (key->to->cls == SBX_NODE_EXCLUDED)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -407,7 +512,10 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 				continue;
 			foreach(lc, node->out)
 			{
-				if (((SbxKey *) lfirst(lc))->to->cls != SBX_NODE_WHOLE)
+				SbxKey	   *key = lfirst(lc);
+
+				if (key->to->cls != SBX_NODE_WHOLE &&
+					!(key->to->cls == SBX_NODE_EXCLUDED && key->relation))
 				{
 					node->cls = SBX_NODE_DOWN;
 					changed = true;
@@ -434,13 +542,18 @@ sbx_down_condition(const SbxNode *node)
 
 		if (key->to == node || key->to->cls == SBX_NODE_WHOLE)
 			continue;
+		if (key->to->cls == SBX_NODE_EXCLUDED && key->relation)
+			continue;
 		if (key->to->cls == SBX_NODE_EXCLUDED)
 			appendStringInfo(&buf, " AND (%s)", sbx_key_null(key, "x"));
 		else
 			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
-							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u)))",
-							 sbx_key_null(key, "x"), key->to_sql,
-							 sbx_key_match(key, "p", "x"), key->to->relid);
+							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u))"
+							 "%s%s)",
+							 sbx_key_nulls(key, "x"), key->to_sql,
+							 sbx_key_match(key, "p", "x"), key->to->relid,
+							 key->relation ? " OR " : "",
+							 key->relation ? sbx_key_dangles(key, "x") : "");
 	}
 	return buf.data;
 }
@@ -764,6 +877,7 @@ sbx_add_reduced_leaves(SbxMasking *m, HTAB *nodes, List *excluded_oids)
 			if (node->seed)
 				sbx_check_leaf_masks(m, node, table);
 			table->reduced = true;
+			table->reduced_of = node->relid;
 			table->estimate = strtod(PQgetvalue(res, i, 3), NULL);
 			m->nreduced++;
 		}
@@ -842,6 +956,67 @@ sbx_fetch_down_rows(SbxMasking *m, HTAB *nodes, const char *with)
 }
 
 /*
+ * Count the dangling references of the kept rows: through a relationship,
+ * to no row of the source.  No constraint in the sandbox checks them, so
+ * they are kept as they are, and the 'ready' event says how many.
+ */
+static void
+sbx_count_dangling(SbxMasking *m, HTAB *nodes)
+{
+	HASH_SEQ_STATUS seq;
+	SbxNode    *node;
+
+	hash_seq_init(&seq, nodes);
+	while ((node = hash_seq_search(&seq)) != NULL)
+	{
+		ListCell   *lk;
+
+		if (node->cls != SBX_NODE_KEPT && node->cls != SBX_NODE_DOWN)
+			continue;
+		foreach(lk, node->out)
+		{
+			SbxKey	   *key = lfirst(lk);
+			char	   *dangling;
+			int64		count = 0;
+			ListCell   *lt;
+
+			if (key->relation == NULL)
+				continue;
+			dangling = sbx_key_dangling_rows(key, "a");
+			foreach(lt, m->masked)
+			{
+				SbxMaskedTable *table = lfirst(lt);
+				ListCell   *lc;
+
+				if (!table->reduced || table->reduced_of != node->relid)
+					continue;
+				foreach(lc, table->kept_chunks)
+				{
+					PGresult   *res;
+
+					CHECK_FOR_INTERRUPTS();
+					res = sbx_reader_exec(m,
+										  psprintf("SELECT pg_catalog.count(*) FROM %s a"
+												   " WHERE a.tableoid = %u"
+												   "   AND a.ctid = ANY ('%s'::pg_catalog.tid[]) AND %s",
+												   node->from, table->relid,
+												   (char *) lfirst(lc), dangling),
+										  0, NULL, PGRES_TUPLES_OK);
+					count += strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+					PQclear(res);
+				}
+			}
+			if (count > 0)
+				m->notes = lappend(m->notes,
+								   psprintf("relationship %s: " INT64_FORMAT " kept row%s refer%s to no row of the source",
+											key->name, count, count == 1 ? "" : "s",
+											count == 1 ? "s" : ""));
+			pfree(dangling);
+		}
+	}
+}
+
+/*
  * Resolve the subset rules in the reader's snapshot: sort the source's
  * tables and have the reader copy every reduced table, whose rows
  * sbx_subset_compute then finds.  Without a subset rule (follow rules
@@ -853,6 +1028,7 @@ sbx_subset_resolve(SbxMasking *m, List *subsets, List *excluded_oids)
 	HTAB	   *nodes = sbx_read_nodes(m, excluded_oids);
 
 	sbx_read_keys(m, nodes);
+	sbx_read_relations(m, nodes, subsets);
 	if (!sbx_classify(m, nodes, subsets))
 	{
 		hash_destroy(nodes);
@@ -882,6 +1058,7 @@ sbx_subset_compute(SbxMasking *m)
 	sbx_closure_compute(m, nodes, &with);
 	sbx_write_down_tables(m, &with, nodes);
 	sbx_fetch_down_rows(m, nodes, with.data);
+	sbx_count_dangling(m, nodes);
 	pfree(with.data);
 	hash_destroy(nodes);
 	m->subset_nodes = NULL;

@@ -48,7 +48,10 @@ typedef struct SbxNode
  * A foreign key between two tables.  One declared on a partition (or into
  * one) is a key of its partitioned table that holds only for the rows of
  * that partition: from_leaf (to_leaf) is the partition, InvalidOid if the
- * key is the table's own.
+ * key is the table's own.  A relationship relate() declared is followed as
+ * a key is, but for what no constraint checks: a row refers through it
+ * only where its condition holds, and a reference to no row of the source
+ * (dangling) is kept as it is.
  */
 typedef struct SbxKey
 {
@@ -63,11 +66,16 @@ typedef struct SbxKey
 	List	   *cols;			/* of 'from', quoted */
 	List	   *refcols;		/* of 'to', quoted */
 	List	   *ops;			/* to's column [COLLATE x] OPERATOR from's column */
+	const SbxSubsetRule *relation;	/* a relationship relate() declared, not
+									 * a foreign key; NULL for a key */
 } SbxKey;
 
 /* SQL over a key and a seed (subset_sql.c) */
 extern char *sbx_key_match(const SbxKey *key, const char *b, const char *a);
 extern char *sbx_key_null(const SbxKey *key, const char *a);
+extern char *sbx_key_nulls(const SbxKey *key, const char *a);
+extern char *sbx_key_dangles(const SbxKey *key, const char *a);
+extern char *sbx_key_dangling_rows(const SbxKey *key, const char *a);
 extern const char *sbx_key_hash_function(Oid typid);
 extern char *sbx_seed_from(const SbxNode *node);
 extern char *sbx_seed_where(const SbxNode *node);

@@ -47,7 +47,7 @@ PG_FUNCTION_INFO_V1(pgsandbox_unfollow);
 #define SBX_SUBSET_CONDITION	"subset condition"
 
 /* A subset or follow rule's target, schema.table, parsed. */
-static void
+void
 sbx_parse_table_target(const char *target, char **schema, char **table,
 					   char **normalized)
 {
@@ -258,11 +258,54 @@ sbx_check_mask_not_in_subset(const char *source, const char *schema, const char 
 }
 
 /*
- * The table of a subset or follow rule ('kind') in the source: it must
- * exist, hold rows, be no partition (the rule names its partitioned table)
- * and no extension's.  A condition must plan against it as a WHERE clause,
- * reading no row.  A rule that is not ASCII needs the source in the admin
- * database's encoding.
+ * In a session on the source: the table a rule names ('what', such as
+ * "subset rule"), which must exist, hold rows, be no partition (a rule
+ * names its partitioned table) and no extension's.  Returns its OID.
+ */
+Oid
+sbx_check_rule_table(PGconn *conn, const char *source, const char *schema, const char *table)
+{
+	const char *params[2] = {schema, table};
+	char	   *qualified = quote_qualified_identifier(schema, table);
+	PGresult   *res;
+	Oid			relid;
+
+	res = sbx_remote_exec(conn,
+						  "SELECT c.relispartition, c.oid,"
+						  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
+						  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
+						  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+						  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
+						  "  FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+						  2, params, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	if (PQntuples(res) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
+	if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table \"%s\" is a partition", qualified),
+				 errhint("Name its partitioned table: a rule covers every partition.")));
+	relid = atooid(PQgetvalue(res, 0, 1));
+	if (!PQgetisnull(res, 0, 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" belongs to extension \"%s\"", qualified,
+						PQgetvalue(res, 0, 2)),
+				 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
+	PQclear(res);
+	return relid;
+}
+
+/*
+ * The table of a subset or follow rule ('kind') in the source, as
+ * sbx_check_rule_table wants it.  A condition must plan against it as a
+ * WHERE clause, reading no row.  A rule that is not ASCII needs the source
+ * in the admin database's encoding.
  */
 static void
 sbx_check_subset_on_source(const char *source, const char *kind, const char *schema,
@@ -272,41 +315,12 @@ sbx_check_subset_on_source(const char *source, const char *kind, const char *sch
 
 	PG_TRY();
 	{
-		const char *params[2] = {schema, table};
 		char	   *qualified = quote_qualified_identifier(schema, table);
-		PGresult   *res;
 		Oid			relid;
 
 		sbx_begin_rule_check(conn, source);
 		sbx_check_rule_ascii(conn, source, kind, qualified, condition);
-		res = sbx_remote_exec(conn,
-							  "SELECT c.relispartition, c.oid,"
-							  "       (SELECT e.extname FROM pg_catalog.pg_depend d"
-							  "          JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid"
-							  "         WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-							  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
-							  "  FROM pg_catalog.pg_class c"
-							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-							  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-							  2, params, PGRES_TUPLES_OK,
-							  psprintf("could not read source \"%s\"", source));
-		if (PQntuples(res) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
-		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("table \"%s\" is a partition", qualified),
-					 errhint("Name its partitioned table: a rule covers every partition.")));
-		relid = atooid(PQgetvalue(res, 0, 1));
-		if (!PQgetisnull(res, 0, 2))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("table \"%s\" belongs to extension \"%s\"", qualified,
-							PQgetvalue(res, 0, 2)),
-					 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
-		PQclear(res);
+		relid = sbx_check_rule_table(conn, source, schema, table);
 		if (condition != NULL)
 		{
 			/* the condition is planned against the table */
@@ -325,8 +339,11 @@ sbx_check_subset_on_source(const char *source, const char *kind, const char *sch
 	PG_END_TRY();
 }
 
-/* Set a rule of kind 'subset' or 'follow'; expression may be NULL. */
-static void
+/*
+ * Set a rule of kind 'subset', 'follow' or 'relate' of table schema.table
+ * (the referring one for 'relate'); expression may be NULL.
+ */
+void
 sbx_set_table_rule(const char *source, const char *kind, const char *schema,
 				   const char *table, const char *normalized, const char *expression)
 {

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * subset_sql.c
- *	  The SQL a reduced clone sends its source about a foreign key (a join
- *	  of its two ends, its rows that refer to nothing) and about a seed's
- *	  rule (the FROM item and WHERE clause of the rows it chooses).
+ *	  The SQL a reduced clone sends its source about a foreign key or a
+ *	  declared relationship (a join of its two ends, its rows that refer to
+ *	  nothing, its dangling references) and about a seed's rule (the FROM
+ *	  item and WHERE clause of the rows it chooses).
  *
  *-------------------------------------------------------------------------
  */
@@ -16,9 +17,13 @@
 
 #include "subset_graph.h"
 
-/* "b.r1 OPERATOR(...) a.c1 AND ..." for key k, b its table, a the referrer */
-char *
-sbx_key_match(const SbxKey *key, const char *b, const char *a)
+/*
+ * "b.r1 OPERATOR(...) a.c1 AND ..." for key k, b its table, a the referrer;
+ * for a relationship with a condition, only where it holds of a, if
+ * with_condition.
+ */
+static char *
+sbx_key_match_ext(const SbxKey *key, const char *b, const char *a, bool with_condition)
 {
 	StringInfoData buf;
 	ListCell   *lc1,
@@ -34,12 +39,22 @@ sbx_key_match(const SbxKey *key, const char *b, const char *a)
 		appendStringInfo(&buf, " AND %s.tableoid = %u", a, key->from_leaf);
 	if (OidIsValid(key->to_leaf))
 		appendStringInfo(&buf, " AND %s.tableoid = %u", b, key->to_leaf);
+	if (with_condition && key->relation && key->relation->condition)
+		appendStringInfo(&buf, " AND %s",
+						 sbx_relation_condition(key->relation->condition,
+												key->relation->table, a));
 	return buf.data;
 }
 
-/* "a.c1 IS NULL OR a.c2 IS NULL" for key k: a row that refers to nothing */
 char *
-sbx_key_null(const SbxKey *key, const char *a)
+sbx_key_match(const SbxKey *key, const char *b, const char *a)
+{
+	return sbx_key_match_ext(key, b, a, true);
+}
+
+/* "a.c1 IS NULL OR a.c2 IS NULL" for key k */
+char *
+sbx_key_nulls(const SbxKey *key, const char *a)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -50,6 +65,49 @@ sbx_key_null(const SbxKey *key, const char *a)
 		appendStringInfo(&buf, "%s.tableoid <> %u", a, key->from_leaf);
 	foreach(lc, key->cols)
 		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len > 0 ? " OR " : "", a, (char *) lfirst(lc));
+	return buf.data;
+}
+
+/*
+ * For a relationship: row a refers to no row of the source through it
+ * (its condition does not hold, or its reference dangles); "false" for a
+ * key, which the source checks.
+ */
+char *
+sbx_key_dangles(const SbxKey *key, const char *a)
+{
+	if (key->relation == NULL)
+		return pstrdup("false");
+	return psprintf("NOT EXISTS (SELECT FROM %s sbx_d WHERE %s)", key->to_sql,
+					sbx_key_match(key, "sbx_d", a));
+}
+
+/* A row a that refers to nothing through key k. */
+char *
+sbx_key_null(const SbxKey *key, const char *a)
+{
+	if (key->relation == NULL)
+		return sbx_key_nulls(key, a);
+	return psprintf("%s OR %s", sbx_key_nulls(key, a), sbx_key_dangles(key, a));
+}
+
+/*
+ * For a relationship: row a refers through it, and to no row of the
+ * source: a dangling reference.
+ */
+char *
+sbx_key_dangling_rows(const SbxKey *key, const char *a)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "NOT (%s)", sbx_key_nulls(key, a));
+	if (key->relation->condition)
+		appendStringInfo(&buf, " AND %s",
+						 sbx_relation_condition(key->relation->condition,
+												key->relation->table, a));
+	appendStringInfo(&buf, " AND NOT EXISTS (SELECT FROM %s sbx_d WHERE %s)", key->to_sql,
+					 sbx_key_match_ext(key, "sbx_d", a, false));
 	return buf.data;
 }
 

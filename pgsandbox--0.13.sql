@@ -981,12 +981,16 @@ GRANT EXECUTE ON FUNCTION pgsandbox._next_run(text, timestamptz) TO pg_monitor;
 -- masked by an expression, a table whose rows are left out, a table whose
 -- rows are reduced to those a condition keeps (subset: the condition, or a
 -- share such as '1%', in expression), or a table whose rows referring to
--- kept rows are kept (follow: the most rows, if any, in expression).
+-- kept rows are kept (follow: the most rows, if any, in expression), or a
+-- relationship the source does not declare (relate: its target is
+-- "schema.table(columns) -> schema.table(columns)", schema_name and
+-- table_name the referring table's, its condition, if any, in expression).
 -- Written by admins' calls of mask(), unmask(), exclude_data(),
--- include_data(), subset(), unsubset(), follow() and unfollow().
+-- include_data(), subset(), unsubset(), follow(), unfollow(), relate() and
+-- unrelate().
 CREATE TABLE pgsandbox.source_rule (
 	source		text NOT NULL REFERENCES pgsandbox.source ON DELETE CASCADE,
-	kind		text NOT NULL CHECK (kind IN ('mask', 'exclude_data', 'subset', 'follow')),
+	kind		text NOT NULL CHECK (kind IN ('mask', 'exclude_data', 'subset', 'follow', 'relate')),
 	-- schema.table.column, each part quoted where needed, or a table pattern
 	target		text NOT NULL,
 	schema_name	text,
@@ -1076,6 +1080,28 @@ LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.unfollow(text, text) IS
 	'Remove a follow rule of a source';
+
+CREATE FUNCTION pgsandbox.relate(source text, referring text, referred text,
+								 condition text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_relate'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.relate(text, text, text, text) IS
+	'Have reduced data clones of a source follow a relationship its schema does not declare, from schema.table(columns) to unique schema.table(columns), where a condition over the referring row holds';
+
+CREATE FUNCTION pgsandbox.unrelate(source text, referring text, referred text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_unrelate'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.unrelate(text, text, text) IS
+	'Remove a relationship relate() declared';
+
+REVOKE ALL ON FUNCTION pgsandbox.relate(text, text, text, text),
+	pgsandbox.unrelate(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pgsandbox.relate(text, text, text, text),
+	pgsandbox.unrelate(text, text, text) TO pgsandbox_admin;
 
 CREATE FUNCTION pgsandbox.suggest_masks(source text)
 RETURNS TABLE(target text, reason text, expression text)
