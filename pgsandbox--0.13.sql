@@ -999,14 +999,17 @@ CREATE TABLE pgsandbox.source_rule (
 	expression	text,
 	added_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	added_by	name NOT NULL DEFAULT session_user,
+	-- mask: a key mask, applied the same to every column keys tie to it
+	key_mask	boolean NOT NULL DEFAULT false,
 	PRIMARY KEY (source, kind, target),
-	CHECK ((kind = 'mask') = (expression IS NOT NULL AND column_name IS NOT NULL))
+	CHECK ((kind = 'mask') = (expression IS NOT NULL AND column_name IS NOT NULL)),
+	CHECK (kind = 'mask' OR NOT key_mask)
 );
 REVOKE ALL ON pgsandbox.source_rule FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('pgsandbox.source_rule', '');
 
 CREATE VIEW pgsandbox.source_rules WITH (security_barrier) AS
-	SELECT r.source, r.kind, r.target, r.expression, r.added_at
+	SELECT r.source, r.kind, r.target, r.expression, r.added_at, r.key_mask
 	  FROM pgsandbox.source_rule r
 	 WHERE pgsandbox._caller_is_admin()
 		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
@@ -1024,6 +1027,14 @@ LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.mask(text, text, text) IS
 	'Have data clones of a source read a column (schema.table.column) through an expression over its row, evaluated on the source';
+
+CREATE FUNCTION pgsandbox.mask_key(source text, target text, expression text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_mask_key'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.mask_key(text, text, text) IS
+	'Have data clones of a source read a key column (schema.table.column), and every column keys tie to it, through one deterministic expression of its value; by default a keyed permutation of integers, a keyed hash of text that keeps an email''s shape, or of a uuid';
 
 CREATE FUNCTION pgsandbox.unmask(source text, target text)
 RETURNS void
@@ -1099,9 +1110,9 @@ COMMENT ON FUNCTION pgsandbox.unrelate(text, text, text) IS
 	'Remove a relationship relate() declared';
 
 REVOKE ALL ON FUNCTION pgsandbox.relate(text, text, text, text),
-	pgsandbox.unrelate(text, text, text) FROM PUBLIC;
+	pgsandbox.unrelate(text, text, text), pgsandbox.mask_key(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsandbox.relate(text, text, text, text),
-	pgsandbox.unrelate(text, text, text) TO pgsandbox_admin;
+	pgsandbox.unrelate(text, text, text), pgsandbox.mask_key(text, text, text) TO pgsandbox_admin;
 
 CREATE FUNCTION pgsandbox.suggest_masks(source text)
 RETURNS TABLE(target text, reason text, expression text)

@@ -130,6 +130,7 @@ extern bool sbx_catalog_has_saves(void);
 extern bool sbx_catalog_has_dropping(void);
 extern bool sbx_catalog_has_reduced(void);
 extern bool sbx_catalog_has_trust(void);
+extern bool sbx_catalog_has_key_masks(void);
 extern bool sbx_catalog_has_tenants(void);
 extern bool sbx_catalog_has_digests(void);
 extern bool sbx_catalog_has_orphans(void);

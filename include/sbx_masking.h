@@ -20,6 +20,9 @@ typedef struct SbxMaskRule
 	char	   *column;
 	char	   *expression;
 	bool		trusted;		/* its author is a superuser: not checked */
+	bool		key;			/* a key mask (key_masks.c) */
+	const char *key_of;			/* the key mask it comes from, where
+								 * sbx_expand_key_masks added it */
 } SbxMaskRule;
 
 /*
@@ -160,9 +163,18 @@ extern PGresult *sbx_resolve_relation(PGconn *conn, const char *source,
 extern char *sbx_relation_condition(const char *condition, const char *table,
 									const char *row);
 extern bool sbx_relation_uses(const SbxSubsetRule *rule, const char *schema,
-							  const char *table, const char *column);
+							  const char *table, const char *column, bool condition_only);
 extern void sbx_check_mask_not_related(const char *source, const char *schema,
-									   const char *table, const char *column);
+									   const char *table, const char *column, bool key);
+
+/* key masks (key_masks.c) */
+extern char *sbx_key_mask_default(Oid typid, int typmod, const char *qcol);
+extern void sbx_check_key_mask_expression(const char *expression, const char *table,
+										  const char *column);
+extern void sbx_check_key_mask_functions(PGconn *conn, const char *source,
+										 const char *expression, const char *target);
+extern List *sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets);
+extern char *sbx_key_mask_targets(List *derived);
 extern void sbx_subset_compute(SbxMasking *m);
 extern char *sbx_subset_summary(const SbxMasking *m);
 

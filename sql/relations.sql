@@ -1,7 +1,7 @@
 --
--- relations: the SQL surface of declared relationships (relate, unrelate),
--- every error of bad input (which changes nothing), masks and conditions,
--- and who may set them
+-- relations: the SQL surface of declared relationships (relate, unrelate)
+-- and key masks (mask_key), every error of bad input (which changes
+-- nothing), masks and conditions, and who may set them
 --
 CREATE DATABASE regress_sbx_rel;
 \c regress_sbx_rel
@@ -104,6 +104,29 @@ SELECT pgsandbox.mask('rel', 'public.comments.body', 'NULL');
 SELECT pgsandbox.relate('rel', 'public.comments(id)', 'public.posts(id)', $$body = 'x'$$);
 SELECT pgsandbox.relate('rel', 'public.comments(id)', 'public.posts(id)', $$comments::text = 'x'$$);
 
+-- key masks: a key column is masked, and every column tied to it the same
+SELECT pgsandbox.unmask('rel', 'public.customers.email');
+SELECT pgsandbox.mask('rel', 'public.customers.id', 'id + 1');
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + length(email)$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + length(customers::text)$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (random() * 10)::int$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + extract(day from CURRENT_DATE)::int$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (SELECT 1)$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', 'NULL');
+SELECT pgsandbox.mask_key('rel', 'public.orders.placed');
+SELECT pgsandbox.mask_key('rel', 'public.customers.id');
+SELECT pgsandbox.mask_key('rel', 'public.customers.email');
+SELECT pgsandbox.mask_key('rel', 'public.customers.code');
+SELECT pgsandbox.mask_key('rel', 'public.posts.id', $$id OPERATOR(pg_catalog.#) 12345$$);
+SELECT target, key_mask, expression LIKE '%hashint8extended%' AS feistel,
+       expression LIKE '%.invalid%' AS email_shape
+  FROM pgsandbox.source_rules WHERE source = 'rel' AND kind = 'mask' ORDER BY target;
+-- a key mask's column may be related; a condition may still not read it
+SELECT pgsandbox.relate('rel', 'public.log(n)', 'public.customers(id)');
+SELECT pgsandbox.mask_key('rel', 'public.orders.id');
+SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.customers(id)', $$id > 0$$);
+SELECT pgsandbox.mask('rel', 'public.customers.code', 'NULL');
+
 -- who may set them: a pgsandbox_user may not; an admin who is not a
 -- superuser may, within the limits of a masking expression
 CREATE ROLE regress_rel_user IN ROLE pgsandbox_user;
@@ -117,6 +140,8 @@ SELECT pgsandbox.relate('rel', 'public.log(n)', 'public.customers(id)',
 SELECT pgsandbox.relate('rel', 'public.log(n)', 'public.customers(id)',
                         $$pg_catalog.pg_read_file('x') IS NOT NULL$$);
 SELECT pgsandbox.relate('rel', 'public.log(n)', 'public.customers(id)', $$line <> ''$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (SELECT 1 FROM pg_catalog.pg_authid)$$);
+SELECT pgsandbox.mask_key('rel', 'public.orders.id');
 RESET ROLE;
 SELECT kind, target, expression FROM pgsandbox.source_rules WHERE source = 'rel' AND kind = 'relate'
  ORDER BY target;

@@ -25,7 +25,29 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION pgsandbox.unrelate(text, text, text) IS
 	'Remove a relationship relate() declared';
 
+-- Key masks: a mask on a key column, applied the same to every column
+-- keys tie to it (mask_key()).
+ALTER TABLE pgsandbox.source_rule ADD COLUMN key_mask boolean NOT NULL DEFAULT false;
+ALTER TABLE pgsandbox.source_rule ADD CONSTRAINT source_rule_check1
+	CHECK (kind = 'mask' OR NOT key_mask);
+
+CREATE OR REPLACE VIEW pgsandbox.source_rules WITH (security_barrier) AS
+	SELECT r.source, r.kind, r.target, r.expression, r.added_at, r.key_mask
+	  FROM pgsandbox.source_rule r
+	 WHERE pgsandbox._caller_is_admin()
+		OR EXISTS (SELECT 1 FROM pgsandbox.source_grant g
+					WHERE g.source = r.source
+					  AND pg_catalog.pg_has_role(pgsandbox._caller(), g.grantee, 'MEMBER'));
+
+CREATE FUNCTION pgsandbox.mask_key(source text, target text, expression text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pgsandbox_mask_key'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION pgsandbox.mask_key(text, text, text) IS
+	'Have data clones of a source read a key column (schema.table.column), and every column keys tie to it, through one deterministic expression of its value; by default a keyed permutation of integers, a keyed hash of text that keeps an email''s shape, or of a uuid';
+
 REVOKE ALL ON FUNCTION pgsandbox.relate(text, text, text, text),
-	pgsandbox.unrelate(text, text, text) FROM PUBLIC;
+	pgsandbox.unrelate(text, text, text), pgsandbox.mask_key(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsandbox.relate(text, text, text, text),
-	pgsandbox.unrelate(text, text, text) TO pgsandbox_admin;
+	pgsandbox.unrelate(text, text, text), pgsandbox.mask_key(text, text, text) TO pgsandbox_admin;

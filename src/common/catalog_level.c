@@ -78,6 +78,13 @@ sbx_catalog_has_reduced(void)
 	return sbx_catalog_has_column("sandbox", "reduced");
 }
 
+/* 0.13: key masks (key_masks.c) */
+bool
+sbx_catalog_has_key_masks(void)
+{
+	return sbx_catalog_has_column("source_rule", "key_mask");
+}
+
 /* 0.12: a source's trusted owners (source_trust.c) */
 bool
 sbx_catalog_has_trust(void)

@@ -191,6 +191,9 @@ sbx_mask_rule_covered(SbxMasking *m, SbxMaskRule *rule, const char *relid)
 
 		if (PQgetisnull(res, i, 4) && PQgetisnull(res, i, 5))
 			continue;
+		/* a key mask covers every column the key ties (key_masks.c) */
+		if (rule->key && PQgetisnull(res, i, 5))
+			continue;
 		fkey = PQgetisnull(res, i, 4) ? NULL : pstrdup(PQgetvalue(res, i, 4));
 		extension = PQgetisnull(res, i, 5) ? NULL : pstrdup(PQgetvalue(res, i, 5));
 		PQclear(res);
@@ -275,6 +278,26 @@ sbx_check_rules_rights(SbxMasking *m, List *masks)
 							rule->target, m->source, refused),
 					 errdetail("The rule's author is not a superuser, and the rule would run with the rights of the source's login."),
 					 errhint("Set the rule again within those limits, or as a superuser.")));
+	}
+}
+
+/*
+ * A key mask, checked again as when it was set: it reads its column alone,
+ * and calls no function that is not immutable (key_masks.c).
+ */
+static void
+sbx_check_key_masks(SbxMasking *m, List *masks)
+{
+	ListCell   *lc;
+
+	foreach(lc, masks)
+	{
+		SbxMaskRule *rule = lfirst(lc);
+
+		if (!rule->key)
+			continue;
+		sbx_check_key_mask_expression(rule->expression, rule->table, rule->column);
+		sbx_check_key_mask_functions(m->reader, m->source, rule->expression, rule->target);
 	}
 }
 
@@ -615,6 +638,8 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 {
 	SbxMasking *m = palloc0(sizeof(SbxMasking));
 	List	   *excluded_oids = NIL;
+	List	   *derived;
+	List	   *all_masks;
 	PGresult   *res;
 	ListCell   *lc;
 	char	   *lock;
@@ -634,13 +659,21 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	m->encoding = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	sbx_check_rules_encoding(m, masks, patterns, subsets, rules_encoding);
+	sbx_check_key_masks(m, masks);
+
+	/*
+	 * The columns key masks cover, locked with the others; found again in
+	 * the snapshot, where they must be the same.
+	 */
+	derived = sbx_expand_key_masks(m, masks, subsets);
+	all_masks = list_concat(list_copy(masks), derived);
 
 	/*
 	 * The masked tables are locked before the snapshot is taken (a LOCK
 	 * takes none): no column of theirs can be renamed, dropped or swapped
 	 * between what the snapshot's catalog says and what the COPY reads.
 	 */
-	lock = sbx_rule_tables_lock(m, masks);
+	lock = sbx_rule_tables_lock(m, all_masks);
 	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							0, NULL, PGRES_COMMAND_OK));
 	if (lock != NULL)
@@ -650,8 +683,16 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
 
+	if (derived != NIL &&
+		strcmp(sbx_key_mask_targets(derived),
+			   sbx_key_mask_targets(sbx_expand_key_masks(m, masks, subsets))) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the foreign keys of source \"%s\" changed as its clone began", source),
+				 errdetail("The columns a key mask covers are found as the clone begins."),
+				 errhint("Clone again.")));
 	sbx_resolve_exclusions(m, patterns, &excluded_oids);
-	sbx_resolve_masks(m, masks, excluded_oids);
+	sbx_resolve_masks(m, all_masks, excluded_oids);
 	/* the rows subset rules keep, and the tables they reduce (subset.c) */
 	if (subsets != NIL)
 		sbx_subset_resolve(m, subsets, excluded_oids);

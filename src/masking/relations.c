@@ -298,7 +298,8 @@ sbx_resolve_relation(PGconn *conn, const char *source, const SbxSubsetRule *rule
 
 /*
  * In the caller's SPI connection: the names of the columns of
- * schema.table that a masking rule of the source covers.
+ * schema.table that a masking rule of the source covers, a key mask's
+ * marked by a '+' ahead of its name.
  */
 static List *
 sbx_masked_columns(const char *source, const char *schema, const char *table)
@@ -310,23 +311,34 @@ sbx_masked_columns(const char *source, const char *schema, const char *table)
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(schema);
 	values[2] = CStringGetTextDatum(table);
-	if (SPI_execute_with_args("SELECT column_name FROM pgsandbox.source_rule"
+	if (SPI_execute_with_args(sbx_catalog_has_key_masks()
+							  ? "SELECT column_name, key_mask FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = 'mask'"
+							  "   AND schema_name = $2 AND table_name = $3"
+							  : "SELECT column_name, false FROM pgsandbox.source_rule"
 							  " WHERE source = $1 AND kind = 'mask'"
 							  "   AND schema_name = $2 AND table_name = $3",
 							  3, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the rules of source \"%s\"", source);
 	for (uint64 i = 0; i < SPI_processed; i++)
-		columns = lappend(columns, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	{
+		char	   *column = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+
+		/* a key mask's column is marked by a '+' ahead of its name */
+		columns = lappend(columns, key[0] == 't' ? psprintf("+%s", column) : column);
+	}
 	return columns;
 }
 
 /*
  * Whether relationship 'rule' uses column 'column' of schema.table: as a
- * column of either end, or in its condition.
+ * column of either end, or in its condition; only in its condition if
+ * condition_only (a key mask covers the column: its values stay matched).
  */
 bool
 sbx_relation_uses(const SbxSubsetRule *rule, const char *schema, const char *table,
-				  const char *column)
+				  const char *column, bool condition_only)
 {
 	ListCell   *lc;
 
@@ -334,7 +346,7 @@ sbx_relation_uses(const SbxSubsetRule *rule, const char *schema, const char *tab
 	{
 		foreach(lc, rule->columns)
 		{
-			if (strcmp(lfirst(lc), column) == 0)
+			if (!condition_only && strcmp(lfirst(lc), column) == 0)
 				return true;
 		}
 		if (rule->condition != NULL)
@@ -346,7 +358,8 @@ sbx_relation_uses(const SbxSubsetRule *rule, const char *schema, const char *tab
 			}
 		}
 	}
-	if (strcmp(rule->ref_schema, schema) == 0 && strcmp(rule->ref_table, table) == 0)
+	if (!condition_only &&
+		strcmp(rule->ref_schema, schema) == 0 && strcmp(rule->ref_table, table) == 0)
 	{
 		foreach(lc, rule->ref_columns)
 		{
@@ -359,11 +372,12 @@ sbx_relation_uses(const SbxSubsetRule *rule, const char *schema, const char *tab
 
 /*
  * In the caller's SPI connection, for mask(): refuse to mask a column that
- * a relationship uses, as a column that a foreign key uses is refused.
+ * a relationship uses, as a column that a foreign key uses is refused; for
+ * mask_key() (key), a column its condition reads.
  */
 void
 sbx_check_mask_not_related(const char *source, const char *schema, const char *table,
-						   const char *column)
+						   const char *column, bool key)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
@@ -381,12 +395,14 @@ sbx_check_mask_not_related(const char *source, const char *schema, const char *t
 		rule.target = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		rule.condition = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
 		sbx_parse_relation_target(rule.target, &rule);
-		if (sbx_relation_uses(&rule, schema, table, column))
+		if (sbx_relation_uses(&rule, schema, table, column, key))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot mask column \"%s\" of table \"%s\": relationship \"%s\" uses it",
 							column, quote_qualified_identifier(schema, table), rule.target),
-					 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to.")));
+					 key ? errdetail("The rows kept would tell the values of a masked column.") :
+					 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to."),
+					 key ? 0 : errhint("A key mask, set with mask_key(), masks every column tied to the key the same.")));
 	}
 }
 
@@ -490,14 +506,18 @@ pgsandbox_relate(PG_FUNCTION_ARGS)
 
 		foreach(lc, sbx_masked_columns(source, schema, table))
 		{
-			if (sbx_relation_uses(&rule, schema, table, lfirst(lc)))
+			char	   *column = lfirst(lc);
+			bool		key = (column[0] == '+');
+
+			if (key)
+				column++;
+			if (sbx_relation_uses(&rule, schema, table, column, key))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("relationship \"%s\" uses column \"%s\" of table \"%s\", which a masking rule covers",
-								rule.target, (char *) lfirst(lc),
-								quote_qualified_identifier(schema, table)),
+								rule.target, column, quote_qualified_identifier(schema, table)),
 						 errdetail("Masked values would no longer match the rows that refer to them, and the rows kept would tell the values of a masked column."),
-						 errhint("Remove the masking rule with unmask() first.")));
+						 key ? 0 : errhint("Remove the masking rule with unmask() first, or make it a key mask with mask_key().")));
 		}
 	}
 	sbx_check_relation_on_source(source, &rule);

@@ -51,6 +51,7 @@
 #include "utils/varlena.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_mask);
+PG_FUNCTION_INFO_V1(pgsandbox_mask_key);
 PG_FUNCTION_INFO_V1(pgsandbox_unmask);
 PG_FUNCTION_INFO_V1(pgsandbox_exclude_data);
 PG_FUNCTION_INFO_V1(pgsandbox_include_data);
@@ -97,6 +98,7 @@ typedef struct SbxMaskedColumn
 {
 	Oid			relid;			/* its table, in the source */
 	Oid			typoid;
+	int			typmod;
 	char	   *coltype;		/* its type, as format_type() writes it */
 	char	   *category;		/* its type's category */
 	bool		notnull;
@@ -105,11 +107,11 @@ typedef struct SbxMaskedColumn
 /*
  * The column of rule target t in the source, into *col: it must exist, in
  * a table that is no extension's, not be generated, and no foreign key may
- * use it.
+ * use it unless the rule is a key mask.
  */
 static void
 sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
-					   SbxMaskedColumn *col)
+					   SbxMaskedColumn *col, bool key)
 {
 	const char *params[3] = {t->schema, t->table, t->column};
 	char	   *qualified = quote_qualified_identifier(t->schema, t->table);
@@ -134,7 +136,7 @@ sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
 				 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
 	res = sbx_remote_exec(conn,
 						  "SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod),"
-						  "       t.typcategory, a.attnotnull, a.attgenerated <> '',"
+						  "       t.typcategory, a.attnotnull, a.attgenerated <> '', a.atttypmod,"
 						  "       (SELECT k.conname FROM pg_catalog.pg_constraint k"
 						  "         WHERE k.contype = 'f'"
 						  "           AND ((k.conrelid = c.oid AND a.attnum = ANY (k.conkey))"
@@ -165,8 +167,9 @@ sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
 	col->category = pstrdup(PQgetvalue(res, 0, 2));
 	col->notnull = (strcmp(PQgetvalue(res, 0, 3), "t") == 0);
 	generated = (strcmp(PQgetvalue(res, 0, 4), "t") == 0);
-	fkey = PQgetisnull(res, 0, 5) ? NULL : pstrdup(PQgetvalue(res, 0, 5));
-	extension = PQgetisnull(res, 0, 6) ? NULL : pstrdup(PQgetvalue(res, 0, 6));
+	col->typmod = atoi(PQgetvalue(res, 0, 5));
+	fkey = PQgetisnull(res, 0, 6) ? NULL : pstrdup(PQgetvalue(res, 0, 6));
+	extension = PQgetisnull(res, 0, 7) ? NULL : pstrdup(PQgetvalue(res, 0, 7));
 	PQclear(res);
 	if (extension != NULL)
 		ereport(ERROR,
@@ -180,12 +183,13 @@ sbx_read_masked_column(PGconn *conn, const char *source, const SbxTarget *t,
 				 errmsg("cannot mask generated column \"%s\" of table \"%s\"",
 						t->column, qualified),
 				 errhint("Mask the columns it is computed from.")));
-	if (fkey != NULL)
+	if (fkey != NULL && !key)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot mask column \"%s\" of table \"%s\": foreign key \"%s\" uses it",
 						t->column, qualified, fkey),
-				 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to.")));
+				 errdetail("Masked values would no longer match the rows that refer to them, or that they refer to."),
+				 errhint("A key mask, set with mask_key(), masks every column tied to the key the same.")));
 }
 
 /*
@@ -270,17 +274,42 @@ sbx_check_mask_expression(PGconn *conn, const char *source, const SbxTarget *t,
  * on a nullable column.  Reads no row.
  */
 static void
-sbx_check_mask_on_source(const char *source, const SbxTarget *t, const char *expression)
+sbx_check_mask_on_source(const char *source, const SbxTarget *t, char **expression_p,
+						 bool key)
 {
 	PGconn	   *conn = sbx_source_connect(source);
 
 	PG_TRY();
 	{
 		SbxMaskedColumn col;
+		char	   *expression = *expression_p;
 
 		sbx_begin_rule_check(conn, source);
+		sbx_read_masked_column(conn, source, t, &col, key);
+		if (key && expression == NULL)
+		{
+			/* the default of the column's type, written by pgsandbox */
+			expression = sbx_key_mask_default(col.typoid, col.typmod,
+											  sbx_remote_quote_ident(t->column));
+			if (expression == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("no default key mask for column \"%s\" of type %s",
+								t->column, col.coltype),
+						 errhint("Give the expression: one that keeps distinct values distinct, and reads the column alone.")));
+			*expression_p = expression;
+		}
 		sbx_check_rule_ascii(conn, source, "masking rule", t->normalized, expression);
-		sbx_read_masked_column(conn, source, t, &col);
+		if (key)
+		{
+			if (sbx_expression_is_null(expression))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a key mask cannot be NULL"),
+						 errdetail("A key mask keeps distinct keys distinct.")));
+			sbx_check_key_mask_expression(expression, t->table, t->column);
+			sbx_check_key_mask_functions(conn, source, expression, t->normalized);
+		}
 		if (!sbx_expression_is_null(expression))
 		{
 			/* the expression is planned against the table */
@@ -380,40 +409,50 @@ sbx_table_pattern_regex(const char *pattern, char **schema_re, char **table_re)
 }
 
 /*
- * mask(source text, target text, expression text)
+ * mask() and mask_key(): set a masking rule, a key mask if key.  A key
+ * mask's expression may be NULL: the default of the column's type.
  */
-Datum
-pgsandbox_mask(PG_FUNCTION_ARGS)
+static void
+sbx_set_mask(FunctionCallInfo fcinfo, bool key)
 {
 	char	   *source;
-	char	   *expression;
+	char	   *expression = NULL;
 	SbxTarget	t;
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID};
-	Datum		values[7];
+	Oid			argtypes[8] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, BOOLOID};
+	Datum		values[8];
 	NameData	author;
 
 	sbx_require_arg(fcinfo, 0, "source name");
 	sbx_require_arg(fcinfo, 1, "target");
-	sbx_require_arg(fcinfo, 2, "expression");
+	if (!key)
+		sbx_require_arg(fcinfo, 2, "expression");
 	sbx_check_database();
 	sbx_require_admin();
 	source = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	sbx_parse_target(text_to_cstring(PG_GETARG_TEXT_PP(1)), &t);
-	expression = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	sbx_check_expression_syntax(expression, "masking expression");
-	/* before the source sees it: planning may evaluate a function */
-	if (!superuser_arg(sbx_caller()))
-		sbx_check_rule_rights(expression, "masking expression");
+	if (!PG_ARGISNULL(2))
+	{
+		expression = text_to_cstring(PG_GETARG_TEXT_PP(2));
+		sbx_check_expression_syntax(expression, "masking expression");
+		/* before the source sees it: planning may evaluate a function */
+		if (!superuser_arg(sbx_caller()))
+			sbx_check_rule_rights(expression, "masking expression");
+		if (key)
+			sbx_check_key_mask_expression(expression, t.table, t.column);
+	}
 
 	SPI_connect();
 	sbx_lock_source(source);
 	sbx_refuse_rule_if_live(source, "mask");
 	sbx_check_mask_not_in_subset(source, t.schema, t.table, t.column);
-	sbx_check_mask_not_related(source, t.schema, t.table, t.column);
+	sbx_check_mask_not_related(source, t.schema, t.table, t.column, key);
+	sbx_check_mask_on_source(source, &t, &expression, key);
+	/* the default one, checked as an admin's is */
+	if (!superuser_arg(sbx_caller()))
+		sbx_check_rule_rights(expression, "masking expression");
 	sbx_check_rules_size(source, "mask", t.normalized,
 						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
 						 strlen(t.column) + strlen(expression));
-	sbx_check_mask_on_source(source, &t, expression);
 
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(t.normalized);
@@ -424,17 +463,46 @@ pgsandbox_mask(PG_FUNCTION_ARGS)
 	/* the author, whose being a superuser lets the rule go unchecked */
 	namestrcpy(&author, GetUserNameFromId(sbx_caller(), false));
 	values[6] = NameGetDatum(&author);
-	if (SPI_execute_with_args("INSERT INTO pgsandbox.source_rule AS r"
+	values[7] = BoolGetDatum(key);
+	if (SPI_execute_with_args(sbx_catalog_has_key_masks()
+							  ? "INSERT INTO pgsandbox.source_rule AS r"
+							  " (source, kind, target, schema_name, table_name, column_name, expression,"
+							  "  added_by, key_mask)"
+							  " VALUES ($1, 'mask', $2, $3, $4, $5, $6, $7, $8)"
+							  " ON CONFLICT (source, kind, target) DO UPDATE"
+							  " SET expression = excluded.expression, added_at = pg_catalog.now(),"
+							  "     added_by = excluded.added_by, key_mask = excluded.key_mask"
+							  : "INSERT INTO pgsandbox.source_rule AS r"
 							  " (source, kind, target, schema_name, table_name, column_name, expression,"
 							  "  added_by)"
 							  " VALUES ($1, 'mask', $2, $3, $4, $5, $6, $7)"
 							  " ON CONFLICT (source, kind, target) DO UPDATE"
 							  " SET expression = excluded.expression, added_at = pg_catalog.now(),"
 							  "     added_by = excluded.added_by",
-							  7, argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
+							  sbx_catalog_has_key_masks() ? 8 : 7,
+							  argtypes, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not set a masking rule of source \"%s\"", source);
 	sbx_rules_changed(source);
 	SPI_finish();
+}
+
+/*
+ * mask(source text, target text, expression text)
+ */
+Datum
+pgsandbox_mask(PG_FUNCTION_ARGS)
+{
+	sbx_set_mask(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+/*
+ * mask_key(source text, target text, expression text DEFAULT NULL)
+ */
+Datum
+pgsandbox_mask_key(PG_FUNCTION_ARGS)
+{
+	sbx_set_mask(fcinfo, true);
 	PG_RETURN_VOID();
 }
 
@@ -561,7 +629,8 @@ pgsandbox_include_data(PG_FUNCTION_ARGS)
  * In a worker transaction: pack the rules of a source for a data clone's
  * job, and its rules_version.  Each rule is its kind ('m', 'M' for a mask
  * whose author is a superuser, 'x' for exclude_data, 's', 'S' for a subset
- * rule likewise, 'f' for follow, 'r', 'R' for relate), target,
+ * rule likewise, 'k', 'K' for a key mask, 'f' for follow, 'r', 'R' for
+ * relate), target,
  * schema, table, column and expression, each ended by a NUL, the empty
  * ones too; an empty kind ends the list.  Returns whether there is a rule.
  */
@@ -583,15 +652,22 @@ sbx_read_rules(const char *source, SbxCloneJob *job)
 		job->rules_version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 1, &isnull));
 	/* a rule of an author who is a superuser now goes unchecked ('M') */
-	sbx_spi("SELECT CASE kind WHEN 'exclude_data' THEN 'x' WHEN 'follow' THEN 'f'"
-			"        ELSE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a"
-			"                                WHERE a.rolname = added_by AND a.rolsuper)"
-			"                  THEN pg_catalog.upper(pg_catalog.left(kind, 1))"
-			"                  ELSE pg_catalog.left(kind, 1) END END, target,"
-			" COALESCE(schema_name, ''), COALESCE(table_name, ''),"
-			" COALESCE(column_name, ''), COALESCE(expression, '')"
-			"  FROM pgsandbox.source_rule WHERE source = $1"
-			" ORDER BY kind, target", SPI_OK_SELECT, 1, args);
+	sbx_spi(psprintf("SELECT CASE kind WHEN 'exclude_data' THEN 'x' WHEN 'follow' THEN 'f'"
+					 "        ELSE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a"
+					 "                                WHERE a.rolname = added_by AND a.rolsuper)"
+					 "                  THEN pg_catalog.upper(%s)"
+					 "                  ELSE %s END END, target,"
+					 " COALESCE(schema_name, ''), COALESCE(table_name, ''),"
+					 " COALESCE(column_name, ''), COALESCE(expression, '')"
+					 "  FROM pgsandbox.source_rule WHERE source = $1"
+					 " ORDER BY kind, target",
+					 sbx_catalog_has_key_masks() ?
+					 "CASE WHEN key_mask THEN 'k' ELSE pg_catalog.left(kind, 1) END" :
+					 "pg_catalog.left(kind, 1)",
+					 sbx_catalog_has_key_masks() ?
+					 "CASE WHEN key_mask THEN 'k' ELSE pg_catalog.left(kind, 1) END" :
+					 "pg_catalog.left(kind, 1)"),
+			SPI_OK_SELECT, 1, args);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		for (int col = 1; col <= 6; col++)
@@ -649,11 +725,12 @@ sbx_unpack_rules(const SbxCloneJob *job, List **masks, List **patterns, List **s
 			field[i] = p;
 			p += strlen(p) + 1;
 		}
-		if (field[0][0] == 'm' || field[0][0] == 'M')
+		if (strchr("mMkK", field[0][0]) != NULL)
 		{
-			SbxMaskRule *rule = palloc(sizeof(SbxMaskRule));
+			SbxMaskRule *rule = palloc0(sizeof(SbxMaskRule));
 
-			rule->trusted = (field[0][0] == 'M');
+			rule->trusted = (field[0][0] == 'M' || field[0][0] == 'K');
+			rule->key = (field[0][0] == 'k' || field[0][0] == 'K');
 
 			rule->target = pstrdup(field[1]);
 			rule->schema = pstrdup(field[2]);

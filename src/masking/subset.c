@@ -304,7 +304,7 @@ sbx_check_relation(SbxMasking *m, const SbxSubsetRule *rule)
 		{
 			SbxMaskRule *mask = lfirst(lr);
 
-			if (sbx_relation_uses(rule, mask->schema, mask->table, mask->column))
+			if (sbx_relation_uses(rule, mask->schema, mask->table, mask->column, mask->key))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("relationship \"%s\" of source \"%s\" uses masked column \"%s\" of %s",
