@@ -408,6 +408,15 @@ sbx_table_pattern_regex(const char *pattern, char **schema_re, char **table_re)
 	}
 }
 
+/* The room a mask rule takes among the source's rules (rule_catalog.c). */
+static void
+sbx_check_mask_size(const char *source, const SbxTarget *t, const char *expression)
+{
+	sbx_check_rules_size(source, "mask", t->normalized,
+						 7 + strlen(t->normalized) + strlen(t->schema) + strlen(t->table) +
+						 strlen(t->column) + strlen(expression));
+}
+
 /*
  * mask() and mask_key(): set a masking rule, a key mask if key.  A key
  * mask's expression may be NULL: the default of the column's type.
@@ -421,6 +430,7 @@ sbx_set_mask(FunctionCallInfo fcinfo, bool key)
 	Oid			argtypes[8] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, BOOLOID};
 	Datum		values[8];
 	NameData	author;
+	bool		defaulted;
 
 	sbx_require_arg(fcinfo, 0, "source name");
 	sbx_require_arg(fcinfo, 1, "target");
@@ -446,13 +456,20 @@ sbx_set_mask(FunctionCallInfo fcinfo, bool key)
 	sbx_refuse_rule_if_live(source, "mask");
 	sbx_check_mask_not_in_subset(source, t.schema, t.table, t.column);
 	sbx_check_mask_not_related(source, t.schema, t.table, t.column, key);
-	sbx_check_mask_on_source(source, &t, &expression, key);
-	/* the default one, checked as an admin's is */
-	if (!superuser_arg(sbx_caller()))
-		sbx_check_rule_rights(expression, "masking expression");
-	sbx_check_rules_size(source, "mask", t.normalized,
-						 7 + strlen(t.normalized) + strlen(t.schema) + strlen(t.table) +
-						 strlen(t.column) + strlen(expression));
+	/* before the source sees the rule; a default one once it is chosen */
+	defaulted = (expression == NULL);
+	if (!defaulted)
+	{
+		sbx_check_mask_size(source, &t, expression);
+		sbx_check_mask_on_source(source, &t, &expression, key);
+	}
+	else
+	{
+		sbx_check_mask_on_source(source, &t, &expression, key);
+		if (!superuser_arg(sbx_caller()))
+			sbx_check_rule_rights(expression, "masking expression");
+		sbx_check_mask_size(source, &t, expression);
+	}
 
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(t.normalized);
