@@ -11,8 +11,10 @@
 # temporary directory, makes a small source database "shop", clones it into
 # a sandbox, works in the sandbox with the sandbox's own login, resets it in
 # place, waits for the background worker to drop the sandbox when its time
-# is up, and then sets a pool of ready sandboxes and has one handed out.  The cluster is
-# stopped and the directory removed at the end, also on failure.
+# is up, and then sets a pool of ready sandboxes and has one handed out,
+# makes a masked clone, and a reduced one through relationships the schema
+# does not declare, with a masked key.  The cluster is stopped and the
+# directory removed at the end, also on failure.
 #
 # Environment:
 #   PORT             port of the throwaway cluster (default 5520); it listens
@@ -556,6 +558,65 @@ SELECT detail FROM pgsandbox.events WHERE sandbox = :'name' AND action = 'ready'
 SQL
 admin postgres -c "SELECT pgsandbox.drop('$mname')" \
 	-c "SELECT pgsandbox.unmask('shop', target) FROM pgsandbox.source_rules WHERE source = 'shop'" >/dev/null
+ok "the sandbox dropped and the rules removed"
+
+###########################################################################
+section "10. A reduced clone: a slice through a relationship the schema does not declare"
+###########################################################################
+
+say "The shop's application adds receipts, and, as many applications do, declares"
+say "no foreign key for them: a receipt names its order and the email it went to."
+admin shop <<'SQL'
+CREATE TABLE receipts (id integer PRIMARY KEY, order_id integer NOT NULL, sent_to text NOT NULL);
+INSERT INTO receipts SELECT o.id, o.id, c.email FROM orders o JOIN customers c ON c.id = o.customer_id;
+SQL
+say "Declaring the two relationships, masking the email as a key (every column tied"
+say "to it the same), and keeping only the customers of Oslo:"
+admin postgres -e <<'SQL' | indent
+SELECT pgsandbox.relate('shop', 'public.receipts(order_id)', 'public.orders(id)');
+SELECT pgsandbox.relate('shop', 'public.receipts(sent_to)', 'public.customers(email)');
+SELECT pgsandbox.mask_key('shop', 'public.customers.email');
+SELECT pgsandbox.subset('shop', 'public.customers', $$city = 'Oslo'$$);
+SELECT kind, target, key_mask FROM pgsandbox.source_rules WHERE source = 'shop' ORDER BY kind, target;
+SQL
+row=$(admin postgres -At -F $'\t' -c "SELECT name, conninfo FROM pgsandbox.clone('shop', schema_only => false)") ||
+	die "the reduced clone failed"
+IFS=$'\t' read -r rname rconninfo <<<"$row"
+unset row
+rpassword=$(sed -nE "s/.*password=([^ ]*).*/\1/p" <<<"$rconninfo")
+rlogin=$(sed -E "s/ ?password=('([^'\\\\]|\\\\.)*'|[^ ]*)//" <<<"$rconninfo")
+unset rconninfo
+rvalue() { PGPASSWORD=$rpassword "$pgbin/psql" -X -At -v ON_ERROR_STOP=1 -d "$rlogin" -c "$1"; }
+say
+say "In sandbox $rname, logged in as its role:"
+PGPASSWORD=$rpassword "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -P pager=off -d "$rlogin" -e <<'SQL' | indent
+SELECT c.name, c.email, count(r.id) AS receipts
+  FROM customers c LEFT JOIN receipts r ON r.sent_to = c.email GROUP BY 1, 2 ORDER BY 1;
+SQL
+# the slice, computed on the source
+want=$(admin_value shop "SELECT (SELECT count(*) FROM customers WHERE city = 'Oslo') || ' '
+	|| (SELECT count(*) FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.city = 'Oslo') || ' '
+	|| (SELECT count(*) FROM receipts r JOIN orders o ON o.id = r.order_id JOIN customers c ON c.id = o.customer_id
+	     WHERE c.city = 'Oslo')")
+got=$(rvalue "SELECT (SELECT count(*) FROM customers) || ' ' || (SELECT count(*) FROM orders) || ' '
+	|| (SELECT count(*) FROM receipts)")
+[ "$got" = "$want" ] || die "the slice holds $got customers, orders and receipts; the source's Oslo has $want"
+[ "$(rvalue "SELECT count(*) FROM customers WHERE city <> 'Oslo'")" = 0 ] || die "the slice holds customers of other cities"
+[ "$(rvalue "SELECT count(*) FROM receipts r JOIN customers c ON c.email = r.sent_to JOIN orders o ON o.id = r.order_id
+	AND o.customer_id = c.id")" = "$(rvalue 'SELECT count(*) FROM receipts')" ] ||
+	die "a receipt of the slice no longer matches its customer's masked email"
+[ "$(rvalue "SELECT count(*) FROM customers WHERE email LIKE '%@example.com'")$(rvalue "SELECT count(*) FROM receipts WHERE sent_to LIKE '%@example.com'")" = 00 ] ||
+	die "the reduced sandbox holds real emails"
+unset rpassword
+ok "Oslo's $(cut -d' ' -f1 <<<"$want") customers, their orders and receipts; every receipt matches its customer's masked email"
+admin postgres -e -v name="$rname" <<'SQL' | indent
+SELECT name, method, masked, reduced FROM pgsandbox.sandboxes WHERE name = :'name';
+SQL
+admin postgres -c "SELECT pgsandbox.drop('$rname')" \
+	-c "SELECT pgsandbox.unsubset('shop', 'public.customers')" \
+	-c "SELECT pgsandbox.unmask('shop', 'public.customers.email')" \
+	-c "SELECT pgsandbox.unrelate('shop', 'public.receipts(order_id)', 'public.orders(id)')" \
+	-c "SELECT pgsandbox.unrelate('shop', 'public.receipts(sent_to)', 'public.customers(email)')" >/dev/null
 ok "the sandbox dropped and the rules removed"
 
 section "Done: the demo succeeded"
