@@ -173,6 +173,7 @@ extern void sbx_check_key_mask_expression(const char *expression, const char *ta
 										  const char *column);
 extern void sbx_check_key_mask_functions(PGconn *conn, const char *source,
 										 const char *expression, const char *target);
+extern char *sbx_key_mask_of_column(const char *expression, const char *column);
 extern List *sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets);
 extern char *sbx_key_mask_targets(List *derived);
 extern void sbx_subset_compute(SbxMasking *m);
@@ -192,6 +193,8 @@ extern char *sbx_subset_summary(const SbxMasking *m);
 extern char *sbx_mask_functions_setting;
 extern int	sbx_test_copy_pause;
 extern const char *sbx_mask_expression_refused(const char *expression);
+struct SubLink;
+extern bool sbx_scalar_sublink(struct SubLink *sublink);
 extern bool sbx_check_mask_functions(char **newval, void **extra, GucSource source);
 extern void sbx_define_mask_settings(void);
 extern char *sbx_mask_key(const char *source);

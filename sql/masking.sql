@@ -160,7 +160,7 @@ SELECT pgsandbox.mask('mask', 'app.customers.email', $$pg_catalog.pg_read_file('
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$current_setting('data_directory')$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$email OPERATOR(public.||) 'x'$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$email::public.email_type::text$$);
-SELECT pgsandbox.mask('mask', 'app.customers.email', $$(SELECT 'x')$$);
+SELECT pgsandbox.mask('mask', 'app.customers.email', $$(SELECT 'x' FROM pg_catalog.pg_class LIMIT 1)$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$email || EXISTS (SELECT 1)$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$string_agg(email, ',')$$);
 SELECT pgsandbox.mask('mask', 'app.customers.email', $$md5(email) || session_user$$);

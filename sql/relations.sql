@@ -45,6 +45,7 @@ SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.customers(r
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.tagged(id)');
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.log(n)');
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.invoices_low(id)');
+SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'pg_catalog.pg_authid(oid)');
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.customers(id)', '5%');
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.customers(id)', 'true) FROM x; SELECT (1');
 SELECT pgsandbox.relate('rel', 'public.orders(customer_id)', 'public.customers(id)', 'nosuchcolumn = 1');
@@ -111,7 +112,7 @@ SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + length(email)$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + length(customers::text)$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (random() * 10)::int$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + extract(day from CURRENT_DATE)::int$$);
-SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (SELECT 1)$$);
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (SELECT count(*)::int FROM pg_catalog.pg_class)$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', 'NULL');
 SELECT pgsandbox.mask_key('rel', 'public.orders.placed');
 SELECT pgsandbox.mask_key('rel', 'public.customers.id');

@@ -12,8 +12,9 @@
  * instead.  At each clone the reader finds the set of columns that keys tie
  * to the masked one, transitively, and reads each of them through the same
  * expression, the column's value put in the place of the masked one's
- * (sbx_expand_key_masks).  The closure of a reduced clone still runs on
- * the real values, on the source; only what is copied is masked.
+ * (sbx_expand_key_masks, sbx_key_mask_of_column).  The closure of a
+ * reduced clone still runs on the real values, on the source; only what is
+ * copied is masked.
  *
  * So the expression must give the same output for the same input, and
  * read nothing of the row but the column itself: it may name no other
@@ -47,10 +48,14 @@
 #include "sbx_masking.h"
 #include "utils/builtins.h"
 
-/* the masking key as the seed of the round function: 60 bits of it */
+/*
+ * The masking key as the seed of the round function: 60 bits of it, in a
+ * scalar subquery that reads no row, which the server computes once for a
+ * query, not once a row.
+ */
 #define SBX_KEY_SEED \
-	"('x' OPERATOR(pg_catalog.||) pg_catalog.left(pg_catalog.current_setting('" \
-	SBX_MASK_KEY_SETTING "'), 15))::pg_catalog.bit(60)::pg_catalog.int8"
+	"(SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.left(pg_catalog.current_setting('" \
+	SBX_MASK_KEY_SETTING "'), 15))::pg_catalog.bit(60)::pg_catalog.int8)"
 
 /* the masking key, before a value md5 hashes */
 #define SBX_KEY_TEXT \
@@ -141,7 +146,7 @@ sbx_calls_walker(Node *node, List **names)
 		*names = lappend(*names, ((FuncCall *) node)->funcname);
 	else if (IsA(node, SQLValueFunction))
 		*names = lappend(*names, NIL);
-	else if (IsA(node, SubLink))
+	else if (IsA(node, SubLink) && !sbx_scalar_sublink((SubLink *) node))
 		*names = lappend(*names, list_make1(makeString("(subquery)")));
 	return raw_expression_tree_walker(node, sbx_calls_walker, (void *) names);
 }
@@ -231,6 +236,88 @@ sbx_check_key_mask_functions(PGconn *conn, const char *source, const char *expre
 		}
 		PQclear(res);
 	}
+}
+
+/* the locations of the column references of a raw expression tree */
+static bool
+sbx_column_locations_walker(Node *node, List **locations)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+		*locations = lappend_int(*locations, ((ColumnRef *) node)->location);
+	return raw_expression_tree_walker(node, sbx_column_locations_walker, (void *) locations);
+}
+
+/* The length of the column reference at 'p': names, quoted or not, and dots. */
+static int
+sbx_column_ref_length(const char *p)
+{
+	const char *start = p;
+
+	for (;;)
+	{
+		if (*p == '"')
+		{
+			for (p++; *p && !(p[0] == '"' && p[1] != '"'); p += (*p == '"') ? 2 : 1)
+				;
+			if (*p)
+				p++;
+		}
+		else
+			while (*p && (isalnum((unsigned char) *p) || *p == '_' || *p == '$' || IS_HIGHBIT_SET(*p)))
+				p++;
+		{
+			const char *q = p;
+
+			while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+				q++;
+			if (*q != '.')
+				break;
+			q++;
+			while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+				q++;
+			p = q;
+		}
+	}
+	return p - start;
+}
+
+/*
+ * A key mask's expression over another column: each of its column
+ * references (every one of which names the masked column, as
+ * sbx_check_key_mask_expression has it) written as 'column', quoted for
+ * the source.  The expression stays as the server plans it best, with no
+ * subquery per row.
+ */
+char *
+sbx_key_mask_of_column(const char *expression, const char *column)
+{
+	List	   *stmts = sbx_raw_parse_expression(expression);
+	SelectStmt *select = (SelectStmt *) ((RawStmt *) linitial(stmts))->stmt;
+	List	   *locations = NIL;
+	StringInfoData buf;
+	int			done = 0;
+	/* where the expression begins in what was parsed: "SELECT (" */
+	int			offset = strlen("SELECT (");
+	ListCell   *lc;
+
+	(void) sbx_column_locations_walker(((ResTarget *) linitial(select->targetList))->val,
+									   &locations);
+	list_sort(locations, list_int_cmp);
+	initStringInfo(&buf);
+	foreach(lc, locations)
+	{
+		int			at = lfirst_int(lc) - offset;
+
+		if (at < done || at >= (int) strlen(expression))
+			elog(ERROR, "could not read key mask \"%s\"", expression);
+		appendBinaryStringInfo(&buf, expression + done, at - done);
+		appendStringInfoString(&buf, sbx_remote_quote_ident(column));
+		done = at + sbx_column_ref_length(expression + at);
+	}
+	appendStringInfoString(&buf, expression + done);
+	return buf.data;
 }
 
 /* ------------------------------------------------------------------------
@@ -395,12 +482,8 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 				added->column = next->column;
 				added->target = psprintf("%s.%s", quote_qualified_identifier(next->schema, next->table),
 										 quote_identifier(next->column));
-				/* the key's expression, over this column's value in its place */
-				added->expression = psprintf("(SELECT " SBX_MASK_EXPR_FORMAT " FROM (SELECT %s AS %s) AS %s)",
-											 rule->expression,
-											 sbx_remote_quote_ident(next->column),
-											 sbx_remote_quote_ident(rule->column),
-											 sbx_remote_quote_ident(rule->table));
+				/* the key's expression, over this column's value */
+				added->expression = sbx_key_mask_of_column(rule->expression, next->column);
 				added->trusted = rule->trusted;
 				added->key = true;
 				added->key_of = rule->target;

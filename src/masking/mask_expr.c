@@ -27,7 +27,9 @@
  *	  else), of those a superuser lists in pgsandbox.mask_functions, and
  *	  current_setting('pgsandbox_mask.key'), the masking key.
  *
- * Everything else is refused: subqueries, aggregates and window calls,
+ *	- a scalar subquery that reads no table, "(SELECT expression)", whose
+ *	  expression is checked as the rule's is.
+ * Everything else is refused: other subqueries, aggregates and window calls,
  * current_user and the other session values, any other function.  So are
  * two forms the parser turns into function calls without a FuncCall node:
  * a field selection, (x).f, which calls f(x) when x has no field f, and a
@@ -283,8 +285,14 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 			break;
 
 		case T_SubLink:
-			check->refused = "a subquery";
-			return true;
+			/* a value computed once, or per row, from no table */
+			if (!sbx_scalar_sublink((SubLink *) node))
+			{
+				check->refused = "a subquery";
+				return true;
+			}
+			return sbx_check_expr_walker(((ResTarget *) linitial(((SelectStmt *) ((SubLink *) node)->subselect)->targetList))->val,
+										 check);
 
 		case T_ParamRef:
 			check->refused = "a parameter";
@@ -295,6 +303,30 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 			return true;
 	}
 	return raw_expression_tree_walker(node, sbx_check_expr_walker, check);
+}
+
+/*
+ * Whether a raw sublink is a scalar subquery that reads no table:
+ * "(SELECT expression)", with no FROM, WHERE or any other clause.  Its
+ * value is the expression's; the server computes it once for a query if
+ * it reads nothing of the row (the masking key, for example).
+ */
+bool
+sbx_scalar_sublink(SubLink *sublink)
+{
+	SelectStmt *select = (SelectStmt *) sublink->subselect;
+
+	return sublink->subLinkType == EXPR_SUBLINK && sublink->testexpr == NULL &&
+		IsA(select, SelectStmt) &&
+		list_length(select->targetList) == 1 && select->fromClause == NIL &&
+		select->whereClause == NULL && select->groupClause == NIL &&
+		select->havingClause == NULL && select->windowClause == NIL &&
+		select->sortClause == NIL && select->limitCount == NULL &&
+		select->limitOffset == NULL && select->lockingClause == NIL &&
+		select->withClause == NULL && select->op == SETOP_NONE &&
+		select->distinctClause == NIL && select->intoClause == NULL &&
+		select->valuesLists == NIL &&
+		((ResTarget *) linitial(select->targetList))->name == NULL;
 }
 
 /*

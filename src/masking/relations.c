@@ -154,7 +154,7 @@ char *
 sbx_relation_condition(const char *condition, const char *table, const char *row)
 {
 	return psprintf("EXISTS (SELECT FROM (SELECT %s.*) AS %s WHERE " SBX_MASK_EXPR_FORMAT ")",
-					row, quote_identifier(table), condition);
+					row, sbx_remote_quote_ident(table), condition);
 }
 
 /*

@@ -546,14 +546,25 @@ sbx_down_condition(const SbxNode *node)
 			continue;
 		if (key->to->cls == SBX_NODE_EXCLUDED)
 			appendStringInfo(&buf, " AND (%s)", sbx_key_null(key, "x"));
-		else
+		else if (key->relation == NULL)
 			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
-							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u))"
-							 "%s%s)",
+							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u)))",
 							 sbx_key_nulls(key, "x"), key->to_sql,
-							 sbx_key_match(key, "p", "x"), key->to->relid,
-							 key->relation ? " OR " : "",
-							 key->relation ? sbx_key_dangles(key, "x") : "");
+							 sbx_key_match(key, "p", "x"), key->to->relid);
+		else
+
+			/*
+			 * A relationship: no row it refers to but a kept one.  That is
+			 * one probe of the referred table, as for a key, and keeps a
+			 * reference that dangles (referred columns are unique: a row
+			 * refers to one row, or none).
+			 */
+			appendStringInfo(&buf, " AND (%s OR NOT EXISTS (SELECT FROM %s p WHERE %s"
+							 " AND NOT EXISTS (SELECT FROM sbx_k_%u k"
+							 " WHERE k.leaf OPERATOR(pg_catalog.=) p.tableoid"
+							 " AND k.tid OPERATOR(pg_catalog.=) p.ctid)))",
+							 sbx_key_nulls(key, "x"), key->to_sql,
+							 sbx_key_match(key, "p", "x"), key->to->relid);
 	}
 	return buf.data;
 }

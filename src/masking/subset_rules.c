@@ -278,9 +278,11 @@ sbx_check_rule_table(PGconn *conn, const char *source, const char *schema, const
 						  "           AND d.objid = c.oid AND d.deptype = 'e' LIMIT 1)"
 						  "  FROM pg_catalog.pg_class c"
 						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-						  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+						  " WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')"
+						  "   AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'",
 						  2, params, PGRES_TUPLES_OK,
 						  psprintf("could not read source \"%s\"", source));
+	/* a system catalog is none of the tables a clone copies */
 	if (PQntuples(res) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),

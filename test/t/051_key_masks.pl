@@ -8,8 +8,9 @@
 # data clone holds no real email (readable values, statistics, and every
 # file of the database), no account keeps its real id, every row is there,
 # every constraint of the source is created and valid, and every reference
-# still matches.  A second clone masks every key the same; so does a
-# reduced one, whose closure runs on the real values.  A key mask whose
+# still matches.  A second clone masks every key the same; so do a reduced
+# one, whose closure runs on the real values, and a copy of a snapshot,
+# which a change of the rules retires.  A key mask whose
 # values collide fails the clone closed, naming the constraint, and leaves
 # only the failed row.
 
@@ -155,6 +156,17 @@ my ($ret, $out, $err) = $node->psql('postgres',
 like($err, qr/subset condition for "public\.accounts" names masked column "id"/,
 	'a subset condition may not name a key-masked column');
 sq(q{SELECT pgsandbox.unsubset('keys', 'public.accounts')});
+
+# a snapshot holds the masked keys; a change of the relationships retires it
+sq("SELECT pgsandbox.snapshot('keys')");
+my ($copy, $copy_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('keys', schema_only => false)");
+is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$copy'") . ' ' . in_sandbox($copy_conn, $pairs_q),
+	'snapshot true ' . in_sandbox($conn, $pairs_q), 'a copy of the snapshot holds the same masked keys');
+is(in_sandbox($copy_conn, $refs_q), $src_refs, 'and every reference matches there');
+my $snap = sq("SELECT name FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status = 'ready'");
+sq(q{SELECT pgsandbox.unrelate('keys', 'public.notes(author_email)', 'public.users(email)')});
+ok(wait_until(sub { sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap'") eq 'dropped' }, 90),
+	'a change of the relationships retires the snapshot made under the old ones');
 
 # a collision fails closed, naming the constraint
 sq(q{SELECT pgsandbox.mask_key('keys', 'public.users.email', $$pg_catalog.left(email, 3)$$)});
