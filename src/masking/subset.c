@@ -546,25 +546,24 @@ sbx_down_condition(const SbxNode *node)
 			continue;
 		if (key->to->cls == SBX_NODE_EXCLUDED)
 			appendStringInfo(&buf, " AND (%s)", sbx_key_null(key, "x"));
-		else if (key->relation == NULL)
-			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
-							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u)))",
-							 sbx_key_nulls(key, "x"), key->to_sql,
-							 sbx_key_match(key, "p", "x"), key->to->relid);
 		else
 
 			/*
-			 * A relationship: no row it refers to but a kept one.  That is
-			 * one probe of the referred table, as for a key, and keeps a
-			 * reference that dangles (referred columns are unique: a row
-			 * refers to one row, or none).
+			 * A row whose references are NULL, to a kept row, or, for a
+			 * relationship, to no row of the source (it dangles, or its
+			 * condition does not hold): that last probe is made only for
+			 * the rows the first finds no kept row for.  (One probe for
+			 * both, "no referred row but a kept one", plans as an anti-join
+			 * against the kept rows that the server may rescan whole for
+			 * every row.)
 			 */
-			appendStringInfo(&buf, " AND (%s OR NOT EXISTS (SELECT FROM %s p WHERE %s"
-							 " AND NOT EXISTS (SELECT FROM sbx_k_%u k"
-							 " WHERE k.leaf OPERATOR(pg_catalog.=) p.tableoid"
-							 " AND k.tid OPERATOR(pg_catalog.=) p.ctid)))",
+			appendStringInfo(&buf, " AND (%s OR EXISTS (SELECT FROM %s p WHERE %s"
+							 " AND (p.tableoid, p.ctid) IN (SELECT leaf, tid FROM sbx_k_%u))"
+							 "%s%s)",
 							 sbx_key_nulls(key, "x"), key->to_sql,
-							 sbx_key_match(key, "p", "x"), key->to->relid);
+							 sbx_key_match(key, "p", "x"), key->to->relid,
+							 key->relation ? " OR " : "",
+							 key->relation ? sbx_key_dangles(key, "x") : "");
 	}
 	return buf.data;
 }
