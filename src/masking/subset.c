@@ -968,7 +968,9 @@ sbx_fetch_down_rows(SbxMasking *m, HTAB *nodes, const char *with)
 /*
  * Count the dangling references of the kept rows: through a relationship,
  * to no row of the source.  No constraint in the sandbox checks them, so
- * they are kept as they are, and the 'ready' event says how many.
+ * they are kept as they are, and the 'ready' event says how many.  Those
+ * of kept tables were counted by the closure's rounds; a down table's kept
+ * rows are read again here, a chunk at a time.
  */
 static void
 sbx_count_dangling(SbxMasking *m, HTAB *nodes)
@@ -987,18 +989,21 @@ sbx_count_dangling(SbxMasking *m, HTAB *nodes)
 		{
 			SbxKey	   *key = lfirst(lk);
 			char	   *dangling;
-			int64		count = 0;
+			int64		count;
 			ListCell   *lt;
 
 			if (key->relation == NULL)
 				continue;
+			/* a kept table's, counted by the closure's rounds */
+			count = key->dangling;
 			dangling = sbx_key_dangling_rows(key, "a");
 			foreach(lt, m->masked)
 			{
 				SbxMaskedTable *table = lfirst(lt);
 				ListCell   *lc;
 
-				if (!table->reduced || table->reduced_of != node->relid)
+				if (node->cls != SBX_NODE_DOWN || !table->reduced ||
+					table->reduced_of != node->relid)
 					continue;
 				foreach(lc, table->kept_chunks)
 				{

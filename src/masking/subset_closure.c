@@ -269,6 +269,37 @@ sbx_leaf_from(SbxClosure *c, const SbxNode *node, Oid leaf)
 }
 
 /*
+ * The up step along a relationship, from a chunk of kept rows of one leaf:
+ * the rows they refer to, and how many refer through it to no row of the
+ * source (dangling), counted here, in the same scan, for the ready event.
+ */
+static void
+sbx_step_relation(SbxClosure *c, SbxKey *key, const char *leaf_from, Oid leaf,
+				  const char *tids)
+{
+	int			i = sbx_node_index(c, key->to);
+	PGresult   *res;
+
+	res = sbx_reader_exec(c->m,
+						  psprintf("SELECT b.tableoid, b.ctid, pg_catalog.count(*)"
+								   " FROM %s a LEFT JOIN %s b ON %s"
+								   " WHERE a.tableoid = %u AND a.ctid = ANY ('%s'::pg_catalog.tid[])"
+								   " AND %s GROUP BY 1, 2",
+								   leaf_from ? leaf_from : key->from_sql, key->to_sql,
+								   sbx_key_match_plain(key, "b", "a"), leaf, tids,
+								   sbx_key_refers(key, "a")),
+						  0, NULL, PGRES_TUPLES_OK);
+	for (int r = 0; r < PQntuples(res); r++)
+	{
+		if (PQgetisnull(res, r, 1))
+			key->dangling += strtoi64(PQgetvalue(res, r, 2), NULL, 10);
+		else
+			sbx_keep_row(c, i, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), false);
+	}
+	PQclear(res);
+}
+
+/*
  * One round's step from the rows found of table i, a chunk of one leaf:
  * what they refer to, and the followed rows that refer to them.
  */
@@ -286,6 +317,11 @@ sbx_step(SbxClosure *c, int i, Oid leaf, const char *tids)
 
 		if (key->to->cls != SBX_NODE_KEPT)
 			continue;
+		if (key->relation)
+		{
+			sbx_step_relation(c, key, leaf_from, leaf, tids);
+			continue;
+		}
 		sbx_keep_result(c, sbx_node_index(c, key->to),
 						psprintf("SELECT DISTINCT b.tableoid, b.ctid FROM %s a JOIN %s b ON %s"
 								 " WHERE a.tableoid = %u AND a.ctid = ANY ('%s'::pg_catalog.tid[])",

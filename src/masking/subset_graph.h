@@ -68,10 +68,15 @@ typedef struct SbxKey
 	List	   *ops;			/* to's column [COLLATE x] OPERATOR from's column */
 	const SbxSubsetRule *relation;	/* a relationship relate() declared, not
 									 * a foreign key; NULL for a key */
+	int64		dangling;		/* a relationship from a kept table: its
+								 * kept rows whose reference dangles, counted
+								 * by the closure's rounds */
 } SbxKey;
 
 /* SQL over a key and a seed (subset_sql.c) */
 extern char *sbx_key_match(const SbxKey *key, const char *b, const char *a);
+extern char *sbx_key_match_plain(const SbxKey *key, const char *b, const char *a);
+extern char *sbx_key_refers(const SbxKey *key, const char *a);
 extern char *sbx_key_null(const SbxKey *key, const char *a);
 extern char *sbx_key_nulls(const SbxKey *key, const char *a);
 extern char *sbx_key_dangles(const SbxKey *key, const char *a);

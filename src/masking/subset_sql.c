@@ -52,6 +52,27 @@ sbx_key_match(const SbxKey *key, const char *b, const char *a)
 	return sbx_key_match_ext(key, b, a, true);
 }
 
+/* The same, without a relationship's condition. */
+char *
+sbx_key_match_plain(const SbxKey *key, const char *b, const char *a)
+{
+	return sbx_key_match_ext(key, b, a, false);
+}
+
+/*
+ * For a relationship: row a refers through it (no column is NULL, and
+ * its condition holds), to a row or to none (dangling).
+ */
+char *
+sbx_key_refers(const SbxKey *key, const char *a)
+{
+	if (key->relation->condition == NULL)
+		return psprintf("NOT (%s)", sbx_key_nulls(key, a));
+	return psprintf("NOT (%s) AND %s", sbx_key_nulls(key, a),
+					sbx_relation_condition(key->relation->condition,
+										   key->relation->table, a));
+}
+
 /* "a.c1 IS NULL OR a.c2 IS NULL" for key k */
 char *
 sbx_key_nulls(const SbxKey *key, const char *a)
@@ -98,17 +119,9 @@ sbx_key_null(const SbxKey *key, const char *a)
 char *
 sbx_key_dangling_rows(const SbxKey *key, const char *a)
 {
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "NOT (%s)", sbx_key_nulls(key, a));
-	if (key->relation->condition)
-		appendStringInfo(&buf, " AND %s",
-						 sbx_relation_condition(key->relation->condition,
-												key->relation->table, a));
-	appendStringInfo(&buf, " AND NOT EXISTS (SELECT FROM %s sbx_d WHERE %s)", key->to_sql,
-					 sbx_key_match_ext(key, "sbx_d", a, false));
-	return buf.data;
+	return psprintf("%s AND NOT EXISTS (SELECT FROM %s sbx_d WHERE %s)",
+					sbx_key_refers(key, a), key->to_sql,
+					sbx_key_match_ext(key, "sbx_d", a, false));
 }
 
 /*

@@ -2,7 +2,8 @@
 # 050_relationships.pl: reduced clones of a source that declares no
 # foreign key, followed through relationships declared with relate().
 #
-# A Rails-like source: accounts, users (with invited_by into users), posts
+# A Rails-like source: accounts (with an owner among the users: a cycle),
+# users (with invited_by into users), posts
 # and photos of users, comments of users on posts or photos (the
 # polymorphic pair commentable_type, commentable_id), taggings of posts with
 # no primary key, and events partitioned by range.  Some references dangle:
@@ -33,7 +34,7 @@ sub src { return $node->safe_psql('app', $_[0]); }
 
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 src(q{
-CREATE TABLE accounts (id int PRIMARY KEY, name text);
+CREATE TABLE accounts (id int PRIMARY KEY, name text, owner_id int);
 CREATE TABLE users (id int PRIMARY KEY, account_id int, invited_by int, email text);
 CREATE TABLE posts (id bigint PRIMARY KEY, user_id int, title text);
 CREATE TABLE photos (id bigint PRIMARY KEY, user_id int, url text);
@@ -46,7 +47,7 @@ CREATE TABLE events_low PARTITION OF events FOR VALUES FROM (0) TO (300);
 CREATE TABLE events_high PARTITION OF events FOR VALUES FROM (300) TO (100000);
 CREATE TABLE event_notes (id int PRIMARY KEY, event_id int, note text);
 
-INSERT INTO accounts SELECT g, 'account ' || g FROM generate_series(1, 12) g;
+INSERT INTO accounts SELECT g, 'account ' || g, CASE WHEN g % 2 = 0 THEN 13 * g + 1 END FROM generate_series(1, 12) g;
 INSERT INTO users SELECT g, 1 + g % 12, CASE WHEN g > 7 AND g % 4 = 1 THEN g - 7 END, 'u' || g || '@app.test'
 	FROM generate_series(1, 200) g;
 INSERT INTO posts SELECT g, 1 + (g * 3) % 200, 'post ' || g FROM generate_series(1, 400) g;
@@ -68,6 +69,7 @@ ANALYZE;
 sq("SELECT pgsandbox.add_source('app', 'dbname=app', allow_data => true)");
 my @relations = (
 	[ 'public.users(account_id)', 'public.accounts(id)', undef ],
+	[ 'public.accounts(owner_id)', 'public.users(id)', undef ],
 	[ 'public.users(invited_by)', 'public.users(id)', undef ],
 	[ 'public.posts(user_id)', 'public.users(id)', undef ],
 	[ 'public.photos(user_id)', 'public.users(id)', undef ],
@@ -138,6 +140,32 @@ sub sandbox_run
 	};
 }
 
+# The users and accounts kept rows bring in, in expect.<users>, up a cycle:
+# whoever invited a kept user, the account of a kept user, the owner of a
+# kept account (expect.<accounts>, made here).
+sub close_users_sql
+{
+	my ($users, $accounts) = @_;
+	return qq{
+CREATE TABLE expect.$accounts (id int);
+DO \$\$ DECLARE n int; total int; BEGIN
+  LOOP
+    total := 0;
+    INSERT INTO expect.$users SELECT DISTINCT u.invited_by FROM users u JOIN expect.$users k USING (id)
+      WHERE u.invited_by IN (SELECT id FROM users) AND u.invited_by NOT IN (SELECT id FROM expect.$users);
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    INSERT INTO expect.$accounts SELECT DISTINCT u.account_id FROM users u JOIN expect.$users k USING (id)
+      WHERE u.account_id IN (SELECT id FROM accounts) AND u.account_id NOT IN (SELECT id FROM expect.$accounts);
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    INSERT INTO expect.$users SELECT DISTINCT a.owner_id FROM accounts a JOIN expect.$accounts k USING (id)
+      WHERE a.owner_id IN (SELECT id FROM users) AND a.owner_id NOT IN (SELECT id FROM expect.$users);
+    GET DIAGNOSTICS n = ROW_COUNT; total := total + n;
+    EXIT WHEN total = 0;
+  END LOOP;
+END \$\$;
+};
+}
+
 # ---------------------------------------------------------------------------
 # a subset of users: the rest goes down through the relationships
 # ---------------------------------------------------------------------------
@@ -145,15 +173,9 @@ sq(q{SELECT pgsandbox.subset('app', 'public.users', 'id % 3 <> 0')});
 src(q{
 CREATE SCHEMA expect;
 CREATE TABLE expect.users AS SELECT id FROM users WHERE id % 3 <> 0;
-DO $$ BEGIN
-  LOOP  -- up the self-reference: whoever invited a kept user
-    INSERT INTO expect.users SELECT DISTINCT u.invited_by FROM users u JOIN expect.users k USING (id)
-      WHERE u.invited_by IN (SELECT id FROM users) AND u.invited_by NOT IN (SELECT id FROM expect.users);
-    EXIT WHEN NOT FOUND;
-  END LOOP;
-END $$;
-CREATE TABLE expect.accounts AS SELECT DISTINCT account_id AS id FROM users JOIN expect.users USING (id)
-  WHERE account_id IN (SELECT id FROM accounts);
+});
+src(close_users_sql('users', 'accounts'));
+src(q{
 -- down: a row is kept when each of its references is NULL, to a kept row,
 -- or to no row of the source (dangling), or its condition does not hold
 CREATE TABLE expect.posts AS SELECT id FROM posts p WHERE p.user_id IS NULL
@@ -258,13 +280,9 @@ sq(q{SELECT pgsandbox.subset('app', 'public.users', 'id % 10 = 0')});
 sq(q{SELECT pgsandbox.follow('app', 'public.posts')});
 src(q{
 CREATE TABLE expect.few_users AS SELECT id FROM users WHERE id % 10 = 0;
-DO $$ BEGIN
-  LOOP
-    INSERT INTO expect.few_users SELECT DISTINCT u.invited_by FROM users u JOIN expect.few_users k USING (id)
-      WHERE u.invited_by IN (SELECT id FROM users) AND u.invited_by NOT IN (SELECT id FROM expect.few_users);
-    EXIT WHEN NOT FOUND;
-  END LOOP;
-END $$;
+});
+src(close_users_sql('few_users', 'few_accounts'));
+src(q{
 CREATE TABLE expect.followed_posts AS SELECT id FROM posts WHERE user_id IN (SELECT id FROM expect.few_users);
 });
 my ($fsbx, $fconn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('app', schema_only => false)");
@@ -293,14 +311,9 @@ CREATE TABLE expect.users AS
   UNION SELECT p.user_id FROM posts p JOIN expect.posts USING (id)
   UNION SELECT p.user_id FROM photos p JOIN expect.photos USING (id);
 DELETE FROM expect.users WHERE id IS NULL OR id NOT IN (SELECT id FROM users);
-DO $$ BEGIN
-  LOOP
-    INSERT INTO expect.users SELECT DISTINCT u.invited_by FROM users u JOIN expect.users k USING (id)
-      WHERE u.invited_by IN (SELECT id FROM users) AND u.invited_by NOT IN (SELECT id FROM expect.users);
-    EXIT WHEN NOT FOUND;
-  END LOOP;
-END $$;
-CREATE TABLE expect.accounts AS SELECT DISTINCT account_id AS id FROM users JOIN expect.users USING (id);
+});
+src(close_users_sql('users', 'accounts'));
+src(q{
 CREATE TABLE expect.taggings AS SELECT post_id, tag_name FROM taggings t WHERE t.post_id IS NULL
   OR t.post_id IN (SELECT id FROM expect.posts) OR t.post_id NOT IN (SELECT id FROM posts);
 CREATE TABLE expect.events AS SELECT id FROM events e WHERE e.user_id IS NULL
