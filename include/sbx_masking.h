@@ -173,6 +173,8 @@ extern void sbx_check_key_mask_expression(const char *expression, const char *ta
 										  const char *column);
 extern void sbx_check_key_mask_functions(PGconn *conn, const char *source,
 										 const char *expression, const char *target);
+extern void sbx_check_key_mask_table(PGconn *conn, const char *source, const char *schema,
+									 const char *table, const char *target);
 extern char *sbx_key_mask_of_column(const char *expression, const char *column);
 extern List *sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets);
 extern char *sbx_key_mask_targets(List *derived);

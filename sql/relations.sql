@@ -114,6 +114,8 @@ SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (random() * 10)::
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + extract(day from CURRENT_DATE)::int$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$id + (SELECT count(*)::int FROM pg_catalog.pg_class)$$);
 SELECT pgsandbox.mask_key('rel', 'public.customers.id', 'NULL');
+SELECT pgsandbox.mask_key('rel', 'public.customers.id', $$U&"id" + 1$$);
+SELECT pgsandbox.mask_key('rel', 'public.invoices_low.id');
 SELECT pgsandbox.mask_key('rel', 'public.orders.placed');
 SELECT pgsandbox.mask_key('rel', 'public.customers.id');
 SELECT pgsandbox.mask_key('rel', 'public.customers.email');

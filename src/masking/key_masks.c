@@ -101,12 +101,17 @@ sbx_key_mask_default(Oid typid, int typmod, const char *qcol)
 	switch (typid)
 	{
 		case INT2OID:
-			/* -32768 .. 32767, shifted to 0 .. 65535 and back */
+
+			/*
+			 * -32768 .. 32767, shifted to 0 .. 65535 and back.  A value of a
+			 * wider column tied to the key that is out of the key's range
+			 * fails the cast, and the clone: it would not stay distinct.
+			 */
 			return psprintf("(%s OPERATOR(pg_catalog.-) 32768)::pg_catalog.int2",
-							sbx_feistel(psprintf("(%s::pg_catalog.int8 OPERATOR(pg_catalog.+) 32768)", qcol), 16));
+							sbx_feistel(psprintf("(%s::pg_catalog.int2::pg_catalog.int8 OPERATOR(pg_catalog.+) 32768)", qcol), 16));
 		case INT4OID:
 			return psprintf("(%s OPERATOR(pg_catalog.-) 2147483648)::pg_catalog.int4",
-							sbx_feistel(psprintf("(%s::pg_catalog.int8 OPERATOR(pg_catalog.+) 2147483648)", qcol), 32));
+							sbx_feistel(psprintf("(%s::pg_catalog.int4::pg_catalog.int8 OPERATOR(pg_catalog.+) 2147483648)", qcol), 32));
 		case INT8OID:
 			/* the two halves of the 64 bits, as they are */
 			return sbx_feistel(qcol, 64);
@@ -151,17 +156,47 @@ sbx_calls_walker(Node *node, List **names)
 	return raw_expression_tree_walker(node, sbx_calls_walker, (void *) names);
 }
 
+/* the locations of the column references of a raw expression tree */
+static bool
+sbx_column_locations_walker(Node *node, List **locations)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+		*locations = lappend_int(*locations, ((ColumnRef *) node)->location);
+	return raw_expression_tree_walker(node, sbx_column_locations_walker, (void *) locations);
+}
+
+/* where an expression begins in what sbx_raw_parse_expression parses */
+#define SBX_EXPR_OFFSET		((int) strlen("SELECT ("))
+
 /*
  * A key mask's expression, on its text: it reads no column but 'column'
- * (of table 'table'), no clock value and no subquery.  Functions are
- * checked on the source (sbx_check_key_mask_functions).
+ * (of table 'table'), each reference written as a name, quoted or not
+ * (not U&"..."), no clock value and no subquery that reads a table.
+ * Functions are checked on the source (sbx_check_key_mask_functions).
  */
 void
 sbx_check_key_mask_expression(const char *expression, const char *table, const char *column)
 {
 	SelectStmt *select = sbx_parse_expression(expression, "key mask");
 	List	   *calls = NIL;
+	List	   *locations = NIL;
 	ListCell   *lc;
+
+	(void) sbx_column_locations_walker(((ResTarget *) linitial(select->targetList))->val,
+									   &locations);
+	foreach(lc, locations)
+	{
+		int			at = lfirst_int(lc) - SBX_EXPR_OFFSET;
+
+		if (at < 0 || at >= (int) strlen(expression) ||
+			((expression[at] == 'U' || expression[at] == 'u') && expression[at + 1] == '&'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key mask of column \"%s\" names it otherwise than by its name", column),
+					 errdetail("A key mask is applied to each column tied to the key by naming that column in its place: write the name plainly, or in double quotes.")));
+	}
 
 	foreach(lc, sbx_condition_columns(expression))
 	{
@@ -238,17 +273,6 @@ sbx_check_key_mask_functions(PGconn *conn, const char *source, const char *expre
 	}
 }
 
-/* the locations of the column references of a raw expression tree */
-static bool
-sbx_column_locations_walker(Node *node, List **locations)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, ColumnRef))
-		*locations = lappend_int(*locations, ((ColumnRef *) node)->location);
-	return raw_expression_tree_walker(node, sbx_column_locations_walker, (void *) locations);
-}
-
 /* The length of the column reference at 'p': names, quoted or not, and dots. */
 static int
 sbx_column_ref_length(const char *p)
@@ -298,8 +322,6 @@ sbx_key_mask_of_column(const char *expression, const char *column)
 	List	   *locations = NIL;
 	StringInfoData buf;
 	int			done = 0;
-	/* where the expression begins in what was parsed: "SELECT (" */
-	int			offset = strlen("SELECT (");
 	ListCell   *lc;
 
 	(void) sbx_column_locations_walker(((ResTarget *) linitial(select->targetList))->val,
@@ -308,7 +330,7 @@ sbx_key_mask_of_column(const char *expression, const char *column)
 	initStringInfo(&buf);
 	foreach(lc, locations)
 	{
-		int			at = lfirst_int(lc) - offset;
+		int			at = lfirst_int(lc) - SBX_EXPR_OFFSET;
 
 		if (at < done || at >= (int) strlen(expression))
 			elog(ERROR, "could not read key mask \"%s\"", expression);
@@ -317,7 +339,48 @@ sbx_key_mask_of_column(const char *expression, const char *column)
 		done = at + sbx_column_ref_length(expression + at);
 	}
 	appendStringInfoString(&buf, expression + done);
+
+	/* every column reference of the result is the column, by its name */
+	foreach(lc, sbx_condition_columns(buf.data))
+	{
+		if (strcmp(lfirst(lc), column) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key mask \"%s\" cannot be applied to column \"%s\"", expression, column),
+					 errdetail("Its column references do not read as names alone.")));
+	}
 	return buf.data;
+}
+
+/*
+ * On the source: the table of key mask 'target' is at the top of its
+ * inheritance tree, where its keys tie it (sbx_expand_key_masks): a key
+ * mask of a partition or a child would leave its siblings' values real.
+ */
+void
+sbx_check_key_mask_table(PGconn *conn, const char *source, const char *schema,
+						 const char *table, const char *target)
+{
+	const char *params[2] = {schema, table};
+	PGresult   *res;
+	bool		child;
+
+	res = sbx_remote_exec(conn,
+						  "SELECT EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid)"
+						  "  FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						  " WHERE n.nspname = $1 AND c.relname = $2",
+						  2, params, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	child = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	if (child)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("key mask \"%s\" of source \"%s\" is of a partition or an inheritance child",
+						target, source),
+				 errdetail("A key mask covers the column in every partition and child of its table, and every column its keys tie to it."),
+				 errhint("Set it on the table at the top.")));
 }
 
 /* ------------------------------------------------------------------------
@@ -325,15 +388,26 @@ sbx_key_mask_of_column(const char *expression, const char *column)
  * ------------------------------------------------------------------------
  */
 
-/* a column of the source, as the keys tie them */
+/*
+ * A column of the source, as the keys tie them: of a table at the top of
+ * its inheritance tree (a partition's or a child's keys tie its parent's
+ * column, which a mask covers with its partitions and children).
+ */
 typedef struct SbxKeyColumn
 {
 	char	   *schema;
 	char	   *table;
 	char	   *column;
-	List	   *tied;			/* SbxKeyColumn */
+	List	   *tied;			/* SbxKeyTie */
 	const SbxMaskRule *mask;	/* the key mask that reached it, if any */
 } SbxKeyColumn;
+
+/* a tie to another column, by a key or a relationship */
+typedef struct SbxKeyTie
+{
+	SbxKeyColumn *to;
+	const SbxSubsetRule *conditional;	/* a relationship with a condition */
+} SbxKeyTie;
 
 static SbxKeyColumn *
 sbx_key_column(List **columns, const char *schema, const char *table, const char *column)
@@ -358,13 +432,19 @@ sbx_key_column(List **columns, const char *schema, const char *table, const char
 
 static void
 sbx_tie(List **columns, const char *s1, const char *t1, const char *c1,
-		const char *s2, const char *t2, const char *c2)
+		const char *s2, const char *t2, const char *c2, const SbxSubsetRule *conditional)
 {
 	SbxKeyColumn *a = sbx_key_column(columns, s1, t1, c1);
 	SbxKeyColumn *b = sbx_key_column(columns, s2, t2, c2);
+	SbxKeyTie  *ab = palloc(sizeof(SbxKeyTie));
+	SbxKeyTie  *ba = palloc(sizeof(SbxKeyTie));
 
-	a->tied = lappend(a->tied, b);
-	b->tied = lappend(b->tied, a);
+	ab->to = b;
+	ab->conditional = conditional;
+	ba->to = a;
+	ba->conditional = conditional;
+	a->tied = lappend(a->tied, ab);
+	b->tied = lappend(b->tied, ba);
 }
 
 /*
@@ -389,23 +469,38 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 	if (!any)
 		return NIL;
 
+	/*
+	 * Every foreign key, each end named by the table at the top of its
+	 * inheritance tree (a partition or a child has its parent's column
+	 * names), but those of system schemas (other sessions' temporary
+	 * tables): no clone copies them.
+	 */
 	res = sbx_reader_exec(m,
-						  "SELECT fn.nspname, fc.relname, fa.attname, tn.nspname, tc.relname, ta.attname"
+						  "WITH RECURSIVE up(relid, root) AS ("
+						  "  SELECT c.oid, c.oid FROM pg_catalog.pg_class c"
+						  "   WHERE c.relkind IN ('r', 'p')"
+						  "     AND NOT EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid)"
+						  "  UNION ALL"
+						  "  SELECT i.inhrelid, up.root FROM pg_catalog.pg_inherits i"
+						  "    JOIN up ON i.inhparent = up.relid)"
+						  " SELECT DISTINCT fn.nspname, fc.relname, fa.attname, tn.nspname, tc.relname, ta.attname"
 						  "  FROM pg_catalog.pg_constraint k,"
 						  "       LATERAL ROWS FROM (pg_catalog.unnest(k.conkey), pg_catalog.unnest(k.confkey)) u(c, f)"
 						  "  JOIN pg_catalog.pg_attribute fa ON fa.attnum = u.c"
 						  "  JOIN pg_catalog.pg_attribute ta ON ta.attnum = u.f,"
-						  "       pg_catalog.pg_class fc, pg_catalog.pg_namespace fn,"
-						  "       pg_catalog.pg_class tc, pg_catalog.pg_namespace tn"
+						  "       up fu, pg_catalog.pg_class fc, pg_catalog.pg_namespace fn,"
+						  "       up tu, pg_catalog.pg_class tc, pg_catalog.pg_namespace tn"
 						  " WHERE k.contype = 'f' AND k.conparentid = 0"
 						  "   AND fa.attrelid = k.conrelid AND ta.attrelid = k.confrelid"
-						  "   AND fc.oid = k.conrelid AND fn.oid = fc.relnamespace"
-						  "   AND tc.oid = k.confrelid AND tn.oid = tc.relnamespace"
+						  "   AND fu.relid = k.conrelid AND fc.oid = fu.root AND fn.oid = fc.relnamespace"
+						  "   AND tu.relid = k.confrelid AND tc.oid = tu.root AND tn.oid = tc.relnamespace"
+						  "   AND fn.nspname !~ '^pg_' AND fn.nspname <> 'information_schema'"
+						  "   AND tn.nspname !~ '^pg_' AND tn.nspname <> 'information_schema'"
 						  " ORDER BY 1, 2, 3, 4, 5, 6",
 						  0, NULL, PGRES_TUPLES_OK);
 	for (int i = 0; i < PQntuples(res); i++)
 		sbx_tie(&columns, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-				PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5));
+				PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), NULL);
 	PQclear(res);
 	foreach(lc, subsets)
 	{
@@ -417,7 +512,8 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 			continue;
 		forboth(l1, rule->columns, l2, rule->ref_columns)
 			sbx_tie(&columns, rule->schema, rule->table, lfirst(l1),
-					rule->ref_schema, rule->ref_table, lfirst(l2));
+					rule->ref_schema, rule->ref_table, lfirst(l2),
+					rule->condition ? rule : NULL);
 	}
 
 	/* each key mask's columns, walked from its own */
@@ -447,12 +543,29 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 			queue = list_delete_first(queue);
 			foreach(lt, col->tied)
 			{
-				SbxKeyColumn *next = lfirst(lt);
+				SbxKeyTie  *tie = lfirst(lt);
+				SbxKeyColumn *next = tie->to;
 				SbxMaskRule *added;
 				ListCell   *lm;
 
 				if (next->mask == rule)
 					continue;
+
+				/*
+				 * A column a relationship ties only where its condition holds
+				 * (commentable_id, to posts where commentable_type = 'Post')
+				 * holds other tables' keys in its other rows: one mask of it
+				 * would break their references.
+				 */
+				if (tie->conditional)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("key mask \"%s\" of source \"%s\" reaches column \"%s\" of %s through relationship \"%s\", which has a condition",
+									rule->target, m->source, next->column,
+									quote_qualified_identifier(next->schema, next->table),
+									tie->conditional->target),
+							 errdetail("The column's other rows refer to other tables, whose keys this mask does not mask."),
+							 errhint("Remove the key mask, or the relationship.")));
 				if (next->mask != NULL)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

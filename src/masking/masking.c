@@ -298,6 +298,7 @@ sbx_check_key_masks(SbxMasking *m, List *masks)
 			continue;
 		sbx_check_key_mask_expression(rule->expression, rule->table, rule->column);
 		sbx_check_key_mask_functions(m->reader, m->source, rule->expression, rule->target);
+		sbx_check_key_mask_table(m->reader, m->source, rule->schema, rule->table, rule->target);
 	}
 }
 
@@ -640,6 +641,7 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	List	   *excluded_oids = NIL;
 	List	   *derived;
 	List	   *all_masks;
+	bool		any_key = false;
 	PGresult   *res;
 	ListCell   *lc;
 	char	   *lock;
@@ -667,6 +669,9 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	 */
 	derived = sbx_expand_key_masks(m, masks, subsets);
 	all_masks = list_concat(list_copy(masks), derived);
+	foreach(lc, masks)
+		any_key |= ((SbxMaskRule *) lfirst(lc))->key;
+	sbx_check_rules_rights(m, derived);
 
 	/*
 	 * The masked tables are locked before the snapshot is taken (a LOCK
@@ -683,7 +688,7 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
 
-	if (derived != NIL &&
+	if (any_key &&
 		strcmp(sbx_key_mask_targets(derived),
 			   sbx_key_mask_targets(sbx_expand_key_masks(m, masks, subsets))) != 0)
 		ereport(ERROR,

@@ -245,13 +245,14 @@ sbx_names_array(List *names)
  * them, with no predicate or expression).  Returns the rows of
  * sbx_relation_sql; an error otherwise, naming the relationship.
  */
+static void sbx_check_relation_rows(const PGresult *res, const char *source,
+									const SbxSubsetRule *rule);
+
 PGresult *
 sbx_resolve_relation(PGconn *conn, const char *source, const SbxSubsetRule *rule)
 {
 	const char *params[6];
 	PGresult   *res;
-	char	   *from = quote_qualified_identifier(rule->schema, rule->table);
-	char	   *to = quote_qualified_identifier(rule->ref_schema, rule->ref_table);
 
 	params[0] = rule->schema;
 	params[1] = rule->table;
@@ -261,6 +262,26 @@ sbx_resolve_relation(PGconn *conn, const char *source, const SbxSubsetRule *rule
 	params[5] = sbx_names_array(rule->ref_columns);
 	res = sbx_remote_exec(conn, sbx_relation_sql, 6, params, PGRES_TUPLES_OK,
 						  psprintf("could not read source \"%s\"", source));
+	PG_TRY();
+	{
+		sbx_check_relation_rows(res, source, rule);
+	}
+	PG_CATCH();
+	{
+		PQclear(res);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return res;
+}
+
+/* The checks of sbx_resolve_relation, on the rows of sbx_relation_sql. */
+static void
+sbx_check_relation_rows(const PGresult *res, const char *source, const SbxSubsetRule *rule)
+{
+	char	   *from = quote_qualified_identifier(rule->schema, rule->table);
+	char	   *to = quote_qualified_identifier(rule->ref_schema, rule->ref_table);
+
 	for (int i = 0; i < PQntuples(res); i++)
 	{
 		const char *fcol = list_nth(rule->columns, i);
@@ -293,7 +314,6 @@ sbx_resolve_relation(PGconn *conn, const char *source, const SbxSubsetRule *rule
 							   to),
 					 errhint("A table without such a key can refer to others, but not be referred to.")));
 	}
-	return res;
 }
 
 /*

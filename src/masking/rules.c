@@ -309,6 +309,7 @@ sbx_check_mask_on_source(const char *source, const SbxTarget *t, char **expressi
 						 errdetail("A key mask keeps distinct keys distinct.")));
 			sbx_check_key_mask_expression(expression, t->table, t->column);
 			sbx_check_key_mask_functions(conn, source, expression, t->normalized);
+			sbx_check_key_mask_table(conn, source, t->schema, t->table, t->normalized);
 		}
 		if (!sbx_expression_is_null(expression))
 		{

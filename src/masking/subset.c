@@ -992,7 +992,12 @@ sbx_count_dangling(SbxMasking *m, HTAB *nodes)
 			int64		count;
 			ListCell   *lt;
 
-			if (key->relation == NULL)
+			/*
+			 * Only into a reduced table, whose owner was checked before any
+			 * query planned on it: a whole or excluded table is not.
+			 */
+			if (key->relation == NULL ||
+				(key->to->cls != SBX_NODE_KEPT && key->to->cls != SBX_NODE_DOWN))
 				continue;
 			/* a kept table's, counted by the closure's rounds */
 			count = key->dangling;

@@ -269,6 +269,9 @@ sbx_check_rule_table(PGconn *conn, const char *source, const char *schema, const
 	char	   *qualified = quote_qualified_identifier(schema, table);
 	PGresult   *res;
 	Oid			relid;
+	bool		found;
+	bool		partition;
+	char	   *extension;
 
 	res = sbx_remote_exec(conn,
 						  "SELECT c.relispartition, c.oid,"
@@ -283,23 +286,25 @@ sbx_check_rule_table(PGconn *conn, const char *source, const char *schema, const
 						  2, params, PGRES_TUPLES_OK,
 						  psprintf("could not read source \"%s\"", source));
 	/* a system catalog is none of the tables a clone copies */
-	if (PQntuples(res) == 0)
+	found = PQntuples(res) == 1;
+	partition = found && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	relid = found ? atooid(PQgetvalue(res, 0, 1)) : InvalidOid;
+	extension = found && !PQgetisnull(res, 0, 2) ? pstrdup(PQgetvalue(res, 0, 2)) : NULL;
+	PQclear(res);
+	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table \"%s\" does not exist in source \"%s\"", qualified, source)));
-	if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+	if (partition)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("table \"%s\" is a partition", qualified),
 				 errhint("Name its partitioned table: a rule covers every partition.")));
-	relid = atooid(PQgetvalue(res, 0, 1));
-	if (!PQgetisnull(res, 0, 2))
+	if (extension != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("table \"%s\" belongs to extension \"%s\"", qualified,
-						PQgetvalue(res, 0, 2)),
+				 errmsg("table \"%s\" belongs to extension \"%s\"", qualified, extension),
 				 errdetail("The rows of an extension's tables are copied as the extension keeps them.")));
-	PQclear(res);
 	return relid;
 }
 

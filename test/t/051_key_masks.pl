@@ -45,6 +45,12 @@ CREATE TABLE payments (id int, account_id int NOT NULL REFERENCES accounts, amou
 	PRIMARY KEY (id)) PARTITION BY RANGE (id);
 CREATE TABLE payments_low PARTITION OF payments FOR VALUES FROM (0) TO (500);
 CREATE TABLE payments_high PARTITION OF payments FOR VALUES FROM (500) TO (100000);
+-- a key declared on one partition only: its siblings' values are the same column
+CREATE TABLE refunds (id int, account_id int NOT NULL, PRIMARY KEY (id)) PARTITION BY RANGE (id);
+CREATE TABLE refunds_a PARTITION OF refunds FOR VALUES FROM (0) TO (100);
+CREATE TABLE refunds_b PARTITION OF refunds FOR VALUES FROM (100) TO (1000);
+ALTER TABLE refunds_a ADD FOREIGN KEY (account_id) REFERENCES accounts;
+CREATE TABLE mentions (id int PRIMARY KEY, kind text, ref text);
 
 INSERT INTO users SELECT 'person' || g || '\@$marker.test', 'name ' || g FROM generate_series(1, 300) g;
 INSERT INTO orders SELECT g, 'person' || (1 + g % 300) || '\@$marker.test', g FROM generate_series(1, 1000) g;
@@ -56,6 +62,8 @@ INSERT INTO accounts SELECT g, 'account ' || g FROM generate_series(1, 50) g;
 INSERT INTO account_members SELECT a, n FROM generate_series(1, 50) a, generate_series(1, 4) n;
 INSERT INTO member_roles SELECT g, 1 + g % 50, 1 + g % 4, 'role ' || g FROM generate_series(1, 150) g;
 INSERT INTO payments SELECT g, 1 + (g * 11) % 50, g FROM generate_series(1, 900) g;
+INSERT INTO refunds SELECT g, 1 + (g * 3) % 50 FROM generate_series(1, 200) g;
+INSERT INTO mentions SELECT g, 'user', 'ref' || g FROM generate_series(1, 5) g;
 ANALYZE;
 });
 sq("SELECT pgsandbox.add_source('keys', 'dbname=keys', allow_data => true)");
@@ -89,7 +97,7 @@ sub files_holding
 	return scalar @found;
 }
 
-my @tables = qw(users orders reviews notes accounts account_members member_roles payments);
+my @tables = qw(users orders reviews notes accounts account_members member_roles payments refunds);
 my $counts_q = join(" || ' ' || ", map { "(SELECT count(*) FROM $_)" } @tables);
 my $refs_q = q{SELECT
 	(SELECT count(*) FROM orders o JOIN users u ON u.email = o.user_email) || ' ' ||
@@ -97,7 +105,8 @@ my $refs_q = q{SELECT
 	(SELECT count(*) FROM notes n JOIN users u ON u.email = n.author_email) || ' ' ||
 	(SELECT count(*) FROM account_members m JOIN accounts a ON a.id = m.account_id) || ' ' ||
 	(SELECT count(*) FROM member_roles r JOIN account_members m USING (account_id, n)) || ' ' ||
-	(SELECT count(*) FROM payments p JOIN accounts a ON a.id = p.account_id)};
+	(SELECT count(*) FROM payments p JOIN accounts a ON a.id = p.account_id) || ' ' ||
+	(SELECT count(*) FROM refunds r JOIN accounts a ON a.id = r.account_id)};
 my $cons_q = q{SELECT count(*) || ' ' || string_agg(conname || ':' || contype::text || ':' || convalidated, ',' ORDER BY conname)
 	FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype IN ('p', 'u', 'f')};
 # who owns what, by the names no mask covers
@@ -110,7 +119,7 @@ my ($sbx, $conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('k
 ok($sbx, 'a clone with two key masks succeeds');
 is(in_sandbox($conn, "SELECT $counts_q"), $src_counts, 'every row is there');
 is(in_sandbox($conn, $cons_q), src($cons_q), 'every key and constraint of the source is created, and valid');
-is(in_sandbox($conn, $refs_q), $src_refs, 'every reference still matches: two foreign keys, a relationship, a composite key, a partitioned table');
+is(in_sandbox($conn, $refs_q), $src_refs, 'every reference still matches: two foreign keys, a relationship, a composite key, a partitioned table, a key of one partition (in every partition)');
 
 # no real value anywhere
 is(in_sandbox($conn, qq{ANALYZE;
@@ -168,9 +177,23 @@ sq(q{SELECT pgsandbox.unrelate('keys', 'public.notes(author_email)', 'public.use
 ok(wait_until(sub { sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap'") eq 'dropped' }, 90),
 	'a change of the relationships retires the snapshot made under the old ones');
 
+# refused: a key mask of a partition; one reaching a column that a
+# relationship ties only where its condition holds
+($ret, $out, $err) = $node->psql('postgres', q{SELECT pgsandbox.mask_key('keys', 'public.refunds_a.account_id')});
+like($err, qr/key mask "public\.refunds_a\.account_id" of source "keys" is of a partition or an inheritance child/,
+	'a key mask of a partition is refused');
+sq(q{SELECT pgsandbox.relate('keys', 'public.mentions(ref)', 'public.users(email)', $$kind = 'user'$$)});
+my $rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('keys', schema_only => false)");
+like($err, qr/reaches column "ref" of public\.mentions through relationship "public\.mentions\(ref\) -> public\.users\(email\)", which has a condition/,
+	'a key mask reaching a column through a relationship with a condition fails the clone');
+is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1)"
+	  . " FROM pgsandbox.sandbox"), '1 failed', 'and leaves only its failed row');
+sq(q{SELECT pgsandbox.unrelate('keys', 'public.mentions(ref)', 'public.users(email)')});
+
 # a collision fails closed, naming the constraint
 sq(q{SELECT pgsandbox.mask_key('keys', 'public.users.email', $$pg_catalog.left(email, 3)$$)});
-my $rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
+$rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
 ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('keys', schema_only => false)");
 like($err, qr/users_pkey/, 'a key mask whose values collide fails the clone, naming the constraint');
 unlike($err, qr/\Q$marker\E/, 'and its error holds no real value');
