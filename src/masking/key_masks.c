@@ -448,26 +448,15 @@ sbx_tie(List **columns, const char *s1, const char *t1, const char *c1,
 }
 
 /*
- * The mask rules a clone's key masks add: for each key mask, one for every
- * other column that the source's foreign keys and the relationships tie
- * to its column, transitively, with the key mask's expression over that
- * column's value.  A column that two key masks reach, or that a key mask
- * reaches and another rule masks, is an error.  'masks' are the rules as
- * set; the result is sorted by target.
+ * The columns the source's foreign keys and the relationships tie, each
+ * with its ties (SbxKeyColumn).
  */
-List *
-sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
+static List *
+sbx_key_ties(SbxMasking *m, List *subsets)
 {
 	List	   *columns = NIL;
-	List	   *derived = NIL;
 	PGresult   *res;
 	ListCell   *lc;
-	bool		any = false;
-
-	foreach(lc, masks)
-		any |= ((SbxMaskRule *) lfirst(lc))->key;
-	if (!any)
-		return NIL;
 
 	/*
 	 * Every foreign key, each end named by the table at the top of its
@@ -515,6 +504,99 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 					rule->ref_schema, rule->ref_table, lfirst(l2),
 					rule->condition ? rule : NULL);
 	}
+	return columns;
+}
+
+pg_noreturn static void
+sbx_key_masks_meet(SbxMasking *m, const SbxMaskRule *a, const SbxMaskRule *b)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("key masks \"%s\" and \"%s\" of source \"%s\" mask columns that keys tie together",
+					a->target, b->target, m->source),
+			 errdetail("One key mask covers every column tied to its own."),
+			 errhint("Remove one of the two rules with unmask().")));
+}
+
+/*
+ * Column 'next', reached by key mask 'rule' through 'tie': it may be
+ * reached by no other key mask, masked by no other rule, and not through
+ * a relationship with a condition.  Returns its mask rule.
+ */
+static SbxMaskRule *
+sbx_key_mask_reach(SbxMasking *m, const SbxMaskRule *rule, const SbxKeyTie *tie,
+				   List *masks)
+{
+	SbxKeyColumn *next = tie->to;
+	SbxMaskRule *added;
+	ListCell   *lm;
+
+	/*
+	 * A column a relationship ties only where its condition holds
+	 * (commentable_id, to posts where commentable_type = 'Post') holds other
+	 * tables' keys in its other rows: one mask of it would break their
+	 * references.
+	 */
+	if (tie->conditional)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key mask \"%s\" of source \"%s\" reaches column \"%s\" of %s through relationship \"%s\", which has a condition",
+						rule->target, m->source, next->column,
+						quote_qualified_identifier(next->schema, next->table),
+						tie->conditional->target),
+				 errdetail("The column's other rows refer to other tables, whose keys this mask does not mask."),
+				 errhint("Remove the key mask, or the relationship.")));
+	if (next->mask != NULL)
+		sbx_key_masks_meet(m, next->mask, rule);
+	foreach(lm, masks)
+	{
+		SbxMaskRule *other = lfirst(lm);
+
+		if (other != rule && strcmp(other->schema, next->schema) == 0 &&
+			strcmp(other->table, next->table) == 0 &&
+			strcmp(other->column, next->column) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("masking rule \"%s\" of source \"%s\" masks a column that key mask \"%s\" covers",
+							other->target, m->source, rule->target),
+					 errdetail("A key mask covers every column tied to its own, with its own expression."),
+					 errhint("Remove one of the two rules with unmask().")));
+	}
+	added = palloc0(sizeof(SbxMaskRule));
+	added->schema = next->schema;
+	added->table = next->table;
+	added->column = next->column;
+	added->target = psprintf("%s.%s", quote_qualified_identifier(next->schema, next->table),
+							 quote_identifier(next->column));
+	/* the key's expression, over this column's value */
+	added->expression = sbx_key_mask_of_column(rule->expression, next->column);
+	added->trusted = rule->trusted;
+	added->key = true;
+	added->key_of = rule->target;
+	return added;
+}
+
+/*
+ * The mask rules a clone's key masks add: for each key mask, one for every
+ * other column that the source's foreign keys and the relationships tie
+ * to its column, transitively, with the key mask's expression over that
+ * column's value.  A column that two key masks reach, or that a key mask
+ * reaches and another rule masks, is an error.  'masks' are the rules as
+ * set.
+ */
+List *
+sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
+{
+	List	   *columns;
+	List	   *derived = NIL;
+	ListCell   *lc;
+	bool		any = false;
+
+	foreach(lc, masks)
+		any |= ((SbxMaskRule *) lfirst(lc))->key;
+	if (!any)
+		return NIL;
+	columns = sbx_key_ties(m, subsets);
 
 	/* each key mask's columns, walked from its own */
 	foreach(lc, masks)
@@ -527,12 +609,7 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 			continue;
 		start = sbx_key_column(&columns, rule->schema, rule->table, rule->column);
 		if (start->mask != NULL && start->mask != rule)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("key masks \"%s\" and \"%s\" of source \"%s\" mask columns that keys tie together",
-							start->mask->target, rule->target, m->source),
-					 errdetail("One key mask covers every column tied to its own."),
-					 errhint("Remove one of the two rules with unmask().")));
+			sbx_key_masks_meet(m, start->mask, rule);
 		start->mask = rule;
 		queue = list_make1(start);
 		while (queue != NIL)
@@ -544,63 +621,12 @@ sbx_expand_key_masks(SbxMasking *m, List *masks, List *subsets)
 			foreach(lt, col->tied)
 			{
 				SbxKeyTie  *tie = lfirst(lt);
-				SbxKeyColumn *next = tie->to;
-				SbxMaskRule *added;
-				ListCell   *lm;
 
-				if (next->mask == rule)
+				if (tie->to->mask == rule)
 					continue;
-
-				/*
-				 * A column a relationship ties only where its condition holds
-				 * (commentable_id, to posts where commentable_type = 'Post')
-				 * holds other tables' keys in its other rows: one mask of it
-				 * would break their references.
-				 */
-				if (tie->conditional)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("key mask \"%s\" of source \"%s\" reaches column \"%s\" of %s through relationship \"%s\", which has a condition",
-									rule->target, m->source, next->column,
-									quote_qualified_identifier(next->schema, next->table),
-									tie->conditional->target),
-							 errdetail("The column's other rows refer to other tables, whose keys this mask does not mask."),
-							 errhint("Remove the key mask, or the relationship.")));
-				if (next->mask != NULL)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("key masks \"%s\" and \"%s\" of source \"%s\" mask columns that keys tie together",
-									next->mask->target, rule->target, m->source),
-							 errdetail("One key mask covers every column tied to its own."),
-							 errhint("Remove one of the two rules with unmask().")));
-				next->mask = rule;
-				queue = lappend(queue, next);
-				foreach(lm, masks)
-				{
-					SbxMaskRule *other = lfirst(lm);
-
-					if (other != rule && strcmp(other->schema, next->schema) == 0 &&
-						strcmp(other->table, next->table) == 0 &&
-						strcmp(other->column, next->column) == 0)
-						ereport(ERROR,
-								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-								 errmsg("masking rule \"%s\" of source \"%s\" masks a column that key mask \"%s\" covers",
-										other->target, m->source, rule->target),
-								 errdetail("A key mask covers every column tied to its own, with its own expression."),
-								 errhint("Remove one of the two rules with unmask().")));
-				}
-				added = palloc0(sizeof(SbxMaskRule));
-				added->schema = next->schema;
-				added->table = next->table;
-				added->column = next->column;
-				added->target = psprintf("%s.%s", quote_qualified_identifier(next->schema, next->table),
-										 quote_identifier(next->column));
-				/* the key's expression, over this column's value */
-				added->expression = sbx_key_mask_of_column(rule->expression, next->column);
-				added->trusted = rule->trusted;
-				added->key = true;
-				added->key_of = rule->target;
-				derived = lappend(derived, added);
+				derived = lappend(derived, sbx_key_mask_reach(m, rule, tie, masks));
+				tie->to->mask = rule;
+				queue = lappend(queue, tie->to);
 			}
 		}
 	}

@@ -134,6 +134,27 @@ sbx_name_in_catalog(List *names)
 		strcmp(strVal(linitial(names)), "pg_catalog") == 0;
 }
 
+/* Is it CURRENT_DATE or another clock value (not CURRENT_USER and the like)? */
+static bool
+sbx_clock_value(SQLValueFunction *svf)
+{
+	switch (svf->op)
+	{
+		case SVFOP_CURRENT_DATE:
+		case SVFOP_CURRENT_TIME:
+		case SVFOP_CURRENT_TIME_N:
+		case SVFOP_CURRENT_TIMESTAMP:
+		case SVFOP_CURRENT_TIMESTAMP_N:
+		case SVFOP_LOCALTIME:
+		case SVFOP_LOCALTIME_N:
+		case SVFOP_LOCALTIMESTAMP:
+		case SVFOP_LOCALTIMESTAMP_N:
+			return true;
+		default:
+			return false;
+	}
+}
+
 /* May a rule call this function? */
 static bool
 sbx_function_allowed(FuncCall *call, SbxExprCheck *check)
@@ -257,21 +278,10 @@ sbx_check_expr_walker(Node *node, SbxExprCheck *check)
 			break;				/* checked with its cast */
 
 		case T_SQLValueFunction:
-			switch (((SQLValueFunction *) node)->op)
+			if (!sbx_clock_value((SQLValueFunction *) node))
 			{
-				case SVFOP_CURRENT_DATE:
-				case SVFOP_CURRENT_TIME:
-				case SVFOP_CURRENT_TIME_N:
-				case SVFOP_CURRENT_TIMESTAMP:
-				case SVFOP_CURRENT_TIMESTAMP_N:
-				case SVFOP_LOCALTIME:
-				case SVFOP_LOCALTIME_N:
-				case SVFOP_LOCALTIMESTAMP:
-				case SVFOP_LOCALTIMESTAMP_N:
-					break;
-				default:
-					check->refused = "the session's identity or database";
-					return true;
+				check->refused = "the session's identity or database";
+				return true;
 			}
 			break;
 
