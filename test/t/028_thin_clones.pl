@@ -204,6 +204,20 @@ sub copy_waits_for_checkpoint
 
 sub try_sq { return try_psql($node, 'postgres', $_[0]); }
 
+# The snapshot the refresh above retired is dropped by the lifecycle
+# worker, and a DROP DATABASE waits for a checkpoint: were the
+# checkpointer stopped first, the worker would wait on it and serve no
+# clone.  So its drop is waited for, and what is left to write is written.
+ok( wait_until(
+		sub {
+			$node->safe_psql('postgres',
+				q{SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status <> 'dropped'})
+			  eq '1';
+		},
+		60),
+	'the snapshot the refresh retired is dropped');
+$node->safe_psql('postgres', 'CHECKPOINT');
+
 my $checkpointer = stop_checkpointer();
 my $h = start_psql($node, 'dbname=postgres', q{SELECT name FROM pgsandbox.clone('thin', schema_only => false)});
 ok(copy_waits_for_checkpoint(), 'a copy is under way, waiting for the (stopped) checkpointer');
