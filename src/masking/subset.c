@@ -265,6 +265,17 @@ sbx_read_keys(SbxMasking *m, HTAB *nodes)
 	PQclear(res);
 }
 
+/*
+ * Whether a key ties its referring rows to the rows its table keeps.  A
+ * relationship into a table whose rows exclude_data() leaves out does not:
+ * no constraint checks it, so its references are left to dangle.
+ */
+static bool
+sbx_key_binds(const SbxKey *key)
+{
+	return !(key->relation && key->to->cls == SBX_NODE_EXCLUDED);
+}
+
 /* The table of the source named schema.table, or NULL. */
 static SbxNode *
 sbx_named_node(HTAB *nodes, const char *schema, const char *table)
@@ -369,25 +380,16 @@ sbx_read_relations(SbxMasking *m, HTAB *nodes, List *subsets)
 static SbxNode *
 sbx_rule_node(SbxMasking *m, HTAB *nodes, const SbxSubsetRule *rule)
 {
-	HASH_SEQ_STATUS seq;
-	SbxNode    *node;
+	SbxNode    *node = sbx_named_node(nodes, rule->schema, rule->table);
 
-	hash_seq_init(&seq, nodes);
-	while ((node = hash_seq_search(&seq)) != NULL)
-	{
-		if (strcmp(node->schema, rule->schema) == 0 && strcmp(node->table, rule->table) == 0)
-		{
-			hash_seq_term(&seq);
-			return node;
-		}
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_TABLE),
-			 errmsg("%s rule \"%s\" of source \"%s\" names a table the source no longer has",
-					rule->follow ? "follow" : "subset", rule->target, m->source),
-			 errhint("Remove the rule with %s(), or set it again.",
-					 rule->follow ? "unfollow" : "unsubset")));
-	return NULL;				/* keep compiler quiet */
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s rule \"%s\" of source \"%s\" names a table the source no longer has",
+						rule->follow ? "follow" : "subset", rule->target, m->source),
+				 errhint("Remove the rule with %s(), or set it again.",
+						 rule->follow ? "unfollow" : "unsubset")));
+	return node;
 }
 
 /*
@@ -481,8 +483,7 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 		{
 			SbxKey	   *key = lfirst(lc);
 
-			/* no constraint checks a relationship: its references may dangle */
-			if (key->to->cls == SBX_NODE_EXCLUDED && key->relation)
+			if (!sbx_key_binds(key))
 				continue;
 			if (key->to->cls == SBX_NODE_EXCLUDED)
 				ereport(ERROR,
@@ -514,8 +515,7 @@ sbx_classify(SbxMasking *m, HTAB *nodes, List *subsets)
 			{
 				SbxKey	   *key = lfirst(lc);
 
-				if (key->to->cls != SBX_NODE_WHOLE &&
-					!(key->to->cls == SBX_NODE_EXCLUDED && key->relation))
+				if (key->to->cls != SBX_NODE_WHOLE && sbx_key_binds(key))
 				{
 					node->cls = SBX_NODE_DOWN;
 					changed = true;
@@ -540,9 +540,7 @@ sbx_down_condition(const SbxNode *node)
 	{
 		SbxKey	   *key = lfirst(lc);
 
-		if (key->to == node || key->to->cls == SBX_NODE_WHOLE)
-			continue;
-		if (key->to->cls == SBX_NODE_EXCLUDED && key->relation)
+		if (key->to == node || key->to->cls == SBX_NODE_WHOLE || !sbx_key_binds(key))
 			continue;
 		if (key->to->cls == SBX_NODE_EXCLUDED)
 			appendStringInfo(&buf, " AND (%s)", sbx_key_null(key, "x"));
