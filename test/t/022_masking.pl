@@ -19,7 +19,6 @@ use warnings FATAL => 'all';
 use FindBin;
 use lib $FindBin::RealBin;
 
-use File::Find;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use SandboxTest;
@@ -83,22 +82,6 @@ sub in_sandbox
 	return $out;
 }
 
-# files under a database's directory that hold a string
-sub files_holding
-{
-	my ($dboid, $needle) = @_;
-	my @found;
-	$node->safe_psql('postgres', 'CHECKPOINT');
-	find(
-		sub {
-			return unless -f $_;
-			my $content = slurp_file($_);
-			push @found, $File::Find::name if index($content, $needle) >= 0;
-		},
-		$node->data_dir . "/base/$dboid");
-	return scalar @found;
-}
-
 # Everything the role can read in the sandbox that could hold the marker,
 # as "name=count" of values holding $needle.
 sub readable_holding
@@ -139,10 +122,10 @@ unlike($run_sql, qr/\Q$marker\E/, 'run_sql output does not hold the marker');
 like($run_sql, qr/user2001\@example\.invalid/, 'run_sql shows the masked value');
 
 my $dboid = sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$sbx'");
-is(files_holding($dboid, $marker), 0, 'no file under the sandbox database directory holds the marker');
-ok(files_holding($dboid, 'user2001@example.invalid') > 0, 'while its files do hold masked values');
+is(files_holding($node, $dboid, $marker), 0, 'no file under the sandbox database directory holds the marker');
+ok(files_holding($node, $dboid, 'user2001@example.invalid') > 0, 'while its files do hold masked values');
 my $src_oid = sq("SELECT oid FROM pg_database WHERE datname = 'crm'");
-ok(files_holding($src_oid, $marker) > 0, 'and the source\'s files hold the marker');
+ok(files_holding($node, $src_oid, $marker) > 0, 'and the source\'s files hold the marker');
 
 is(in_sandbox($conn, q{SELECT email || '|' || full_name || '|' || coalesce(phone, 'null') || '|' || note
 	FROM app.customers WHERE id = 5}),
@@ -176,7 +159,7 @@ isnt($keyed[0], (split / /, (split /,/, $unkeyed)[0])[1], 'a keyed mask is not t
 is($keyed[0], $keyed[2], 'the same value gets the same keyed mask in every row');
 isnt($keyed[0], $keyed[1], 'and another value another one');
 my $key_text = slurp_file($key_file);
-is(files_holding($dboid, $key_text), 0, 'the key is in no file of the sandbox');
+is(files_holding($node, $dboid, $key_text), 0, 'the key is in no file of the sandbox');
 unlike(sq("SELECT string_agg(expression, ' ') FROM pgsandbox.source_rules"), qr/\Q$key_text\E/,
 	'nor in the rules anyone sees');
 
@@ -322,7 +305,7 @@ sq("SELECT pgsandbox.snapshot('crm')");
 my $snap = sq("SELECT name || '|' || db_oid FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status = 'ready'");
 my ($snap_name, $snap_oid) = split /\|/, $snap;
 is(sq("SELECT masked FROM pgsandbox.sandbox WHERE name = '$snap_name'"), 't', 'the snapshot is masked');
-is(files_holding($snap_oid, $marker), 0, 'no file of the snapshot database holds the marker');
+is(files_holding($node, $snap_oid, $marker), 0, 'no file of the snapshot database holds the marker');
 my ($copy, $copy_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('crm', schema_only => false)");
 is(sq("SELECT method || ' ' || masked FROM pgsandbox.sandboxes WHERE name = '$copy'"), 'snapshot true',
 	'a copy of it is masked');
@@ -380,7 +363,7 @@ my ($ext_sbx, $ext_conn) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.
 is(in_sandbox($ext_conn, q{SELECT count(*) || ' ' || count(*) FILTER (WHERE email LIKE '%@example.invalid')
 	|| ' ' || (SELECT count(*) FROM people_mv WHERE email LIKE '%@example.invalid') || ' ' || min(attrs -> 'a') FROM people}),
 	'100 100 100 1', 'through the archive, every row is copied masked, the materialized view too');
-is(files_holding(sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$ext_sbx'"), $marker), 0,
+is(files_holding($node, sq("SELECT db_oid FROM pgsandbox.sandbox WHERE name = '$ext_sbx'"), $marker), 0,
 	'and no file of that sandbox holds the marker');
 sq("SELECT pgsandbox.remove_source('crm_ext')");
 

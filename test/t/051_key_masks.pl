@@ -17,7 +17,6 @@
 use strict;
 use warnings FATAL => 'all';
 
-use File::Find;
 use FindBin;
 use lib $FindBin::RealBin;
 
@@ -81,22 +80,6 @@ sub in_sandbox
 	return $out;
 }
 
-# files under a database's directory that hold a string
-sub files_holding
-{
-	my ($dboid, $needle) = @_;
-	my @found;
-	$node->safe_psql('postgres', 'CHECKPOINT');
-	find(
-		sub {
-			return unless -f $_;
-			my $content = slurp_file($_);
-			push @found, $File::Find::name if index($content, $needle) >= 0;
-		},
-		$node->data_dir . "/base/$dboid");
-	return scalar @found;
-}
-
 my @tables = qw(users orders reviews notes accounts account_members member_roles payments refunds);
 my $counts_q = join(" || ' ' || ", map { "(SELECT count(*) FROM $_)" } @tables);
 my $refs_q = q{SELECT
@@ -131,8 +114,8 @@ SELECT (SELECT count(*) FROM users x WHERE x::text LIKE '%$marker%')
 		AND (coalesce(most_common_vals::text, '') || coalesce(histogram_bounds::text, '')) LIKE '%$marker%')}),
 	'0', 'no readable value, nor any statistic, holds a real email');
 my $dboid = sq("SELECT oid FROM pg_database WHERE datname = '$sbx'");
-is(files_holding($dboid, $marker), 0, 'no file of the sandbox database holds a real email');
-ok(files_holding(sq("SELECT oid FROM pg_database WHERE datname = 'keys'"), $marker) > 0,
+is(files_holding($node, $dboid, $marker), 0, 'no file of the sandbox database holds a real email');
+ok(files_holding($node, sq("SELECT oid FROM pg_database WHERE datname = 'keys'"), $marker) > 0,
 	'while the source\'s files do');
 is(in_sandbox($conn, q{SELECT count(*) || ' ' || count(*) FILTER (WHERE email ~ '^[0-9a-f]{16}@[0-9a-f]{8}\.invalid$')
 	|| ' ' || count(DISTINCT split_part(email, '@', 2)) FROM users}), '300 300 1',

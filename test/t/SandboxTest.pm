@@ -12,6 +12,7 @@ use strict;
 use warnings FATAL => 'all';
 
 use Exporter 'import';
+use File::Find;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -26,7 +27,7 @@ our @EXPORT = qw(
   check_clone_cleaned_up processes_matching
   tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
-  set_bin_dir pg_dump_keeping_all_rows
+  set_bin_dir pg_dump_keeping_all_rows files_holding
 );
 
 # The nodes made by sandbox_node, for the watchdog below
@@ -348,6 +349,23 @@ sub sandbox_leftovers
 	return $node->safe_psql('postgres',
 		"SELECT (SELECT count(*) FROM pg_database WHERE datname $cond) || '|' ||"
 		  . " (SELECT count(*) FROM pg_roles WHERE rolname $cond)");
+}
+
+# How many files under database $dboid's directory of $node hold the
+# string $needle, after a checkpoint has written what is in memory.
+sub files_holding
+{
+	my ($node, $dboid, $needle) = @_;
+	my @found;
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	find(
+		sub {
+			return unless -f $_;
+			my $content = slurp_file($_);
+			push @found, $File::Find::name if index($content, $needle) >= 0;
+		},
+		$node->data_dir . "/base/$dboid");
+	return scalar @found;
 }
 
 # The sandbox databases and roles that no live row of pgsandbox's catalog
