@@ -55,4 +55,23 @@ extern char *sbx_inventory_digest(void);
 extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
 							const char *of);
 
+/* the one large table the clone worker copies itself (bulk_copy.c) */
+typedef struct SbxBulkTable
+{
+	Oid			relid;			/* on the source */
+	char	   *schema;
+	char	   *name;
+	char	   *sql_name;		/* quoted, qualified */
+	char	   *columns;		/* quoted, in order, no generated column */
+	char	   *encoding;		/* the source's */
+	bool		builtin_types;	/* every column's type is built in */
+	bool		same_major;		/* the source runs this server's major version */
+	bool		binary;			/* the rows went in binary (set by the copy) */
+} SbxBulkTable;
+
+extern SbxBulkTable *sbx_bulk_find(PGconn *reader, const char *source);
+extern List *sbx_bulk_dump_options(const SbxBulkTable *bulk, bool before);
+extern int64 sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk,
+						   const char *source);
+
 #endif							/* SBX_CLONE_H */

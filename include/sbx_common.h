@@ -52,6 +52,7 @@
 /* defaults of the copy settings, chosen by bench/cold_path.sh */
 #define SBX_DEFAULT_CLONE_JOBS			2
 #define SBX_DEFAULT_PARALLEL_MIN_SIZE	128		/* MB */
+#define SBX_DEFAULT_BULK_COPY_MIN_SIZE	64		/* MB */
 #define SBX_DEFAULT_FILE_COPY_MIN_SIZE	256		/* MB */
 
 /* settings (settings.c) */
@@ -81,6 +82,7 @@ extern int	sbx_live_max_lag;	/* s */
 extern char *sbx_dump_compression;	/* pg_dump's --compress */
 extern int	sbx_clone_jobs;			/* jobs of a parallel dump and restore */
 extern int	sbx_parallel_min_size;	/* MB: a smaller source streams */
+extern int	sbx_bulk_copy_min_size;	/* MB: -1 never copies a table by the worker */
 extern int	sbx_file_copy_min_size; /* MB: auto's FILE_COPY; -1: never */
 
 /* a setting and its value: a source database's, or one a role is given */

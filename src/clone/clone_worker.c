@@ -417,9 +417,12 @@ sbx_run_child(const char *label, char **argv, char **envp, int stdout_fd,
 	sbx_nchildren = 0;
 }
 
-/* Start pg_dump | pg_restore through a pipe; sbx_stream_wait waits. */
+/*
+ * Start pg_dump | pg_restore through a pipe, pg_dump given 'dump_options'
+ * besides its own; sbx_stream_wait waits.
+ */
 static void
-sbx_stream_start(char **dump_env, char **restore_env)
+sbx_stream_start(char **dump_env, char **restore_env, List *dump_options)
 {
 	int			pipefd[2];
 
@@ -428,8 +431,10 @@ sbx_stream_start(char **dump_env, char **restore_env)
 				(errcode_for_file_access(),
 				 errmsg("could not create pipe: %m")));
 
-	sbx_step(SBX_STEP_DUMP_STARTED);
-	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, NULL, NIL),
+	/* the first of the dumps a clone may stream */
+	if (sbx_job.steps[SBX_STEP_DUMP_STARTED] == 0)
+		sbx_step(SBX_STEP_DUMP_STARTED);
+	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, NULL, dump_options),
 					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
 	close(pipefd[1]);
@@ -457,6 +462,34 @@ sbx_stream_wait(void)
 	sbx_check_child(&sbx_children[1],
 					psprintf("pg_restore into sandbox \"%s\" failed", sbx_job.name));
 	sbx_nchildren = 0;
+}
+
+/*
+ * The pre-data section is restored: the largest table's rows, copied by
+ * this worker over a login as the sandbox role (bulk_copy.c), then the
+ * other tables' rows and the post-data section, streamed.
+ */
+static void
+sbx_stream_after_bulk(char **dump_env, char **restore_env, PGconn *reader,
+					  SbxBulkTable *bulk)
+{
+	PGconn	   *conn = sbx_sandbox_login(sbx_job.dbname, sbx_job.name, sbx_job.password);
+	int64		rows = 0;
+
+	PG_TRY();
+	{
+		rows = sbx_bulk_copy(reader, conn, bulk, sbx_job.source);
+	}
+	PG_FINALLY();
+	{
+		libpqsrv_disconnect(conn);
+	}
+	PG_END_TRY();
+	sbx_job_note(&sbx_job, "the rows of %s (" INT64_FORMAT ") copied by the worker, in %s",
+				 bulk->sql_name, rows, bulk->binary ? "binary" : "text");
+	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
+	sbx_stream_start(dump_env, restore_env, sbx_bulk_dump_options(bulk, false));
+	sbx_stream_wait();
 }
 
 /*
@@ -633,9 +666,13 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
 		sbx_through_archive(dump_env, restore_env, info, masking, reader);
 	else
 	{
+		SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source);
+
 		sbx_phase(SBX_PHASE_RESTORING, -1);
-		sbx_stream_start(dump_env, restore_env);
+		sbx_stream_start(dump_env, restore_env, bulk ? sbx_bulk_dump_options(bulk, true) : NIL);
 		sbx_stream_wait();
+		if (bulk)
+			sbx_stream_after_bulk(dump_env, restore_env, reader, bulk);
 	}
 	sbx_step(SBX_STEP_RESTORED);
 }
@@ -652,10 +689,11 @@ static SbxSourceInfo *
 sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 {
 	SbxSourceInfo *info;
+	SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source);
 
 	sbx_phase(SBX_PHASE_RESTORING, sbx_job.source_bytes);
 	sbx_job.data_as_of = GetCurrentTimestamp();
-	sbx_stream_start(dump_env, restore_env);
+	sbx_stream_start(dump_env, restore_env, bulk ? sbx_bulk_dump_options(bulk, true) : NIL);
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
 	info = sbx_read_source_info(reader, sbx_job.source);
 	sbx_check_locale(&info->locale);
@@ -668,6 +706,8 @@ sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 				 errhint("Clone it again.")));
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 	sbx_stream_wait();
+	if (bulk)
+		sbx_stream_after_bulk(dump_env, restore_env, reader, bulk);
 	sbx_step(SBX_STEP_RESTORED);
 	if (sbx_job.statistics)
 		sbx_job_note(&sbx_job, "with the planner's statistics of the source");

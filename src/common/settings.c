@@ -45,6 +45,7 @@ int			sbx_live_max_lag = 300;
 char	   *sbx_dump_compression = NULL;
 int			sbx_clone_jobs = SBX_DEFAULT_CLONE_JOBS;
 int			sbx_parallel_min_size = SBX_DEFAULT_PARALLEL_MIN_SIZE;
+int			sbx_bulk_copy_min_size = SBX_DEFAULT_BULK_COPY_MIN_SIZE;
 int			sbx_file_copy_min_size = SBX_DEFAULT_FILE_COPY_MIN_SIZE;
 
 static const struct config_enum_entry sbx_copy_strategy_options[] = {
@@ -254,6 +255,15 @@ sbx_define_copy_settings(void)
 							NULL,
 							&sbx_parallel_min_size,
 							SBX_DEFAULT_PARALLEL_MIN_SIZE, 0, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.bulk_copy_min_size",
+							"Size from which a source's largest table, holding half its pages or more, is copied by the clone worker, in binary where it can, rather than through pg_dump.",
+							"-1 copies every table through pg_dump.",
+							&sbx_bulk_copy_min_size,
+							SBX_DEFAULT_BULK_COPY_MIN_SIZE, -1, INT_MAX / 2,
 							PGC_SIGHUP,
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
