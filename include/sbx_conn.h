@@ -31,6 +31,9 @@ extern void sbx_source_read_begin(PGconn *conn, const char *what);
 extern char *sbx_remote_quote_ident(const char *name);
 extern char *sbx_remote_quote_qualified(const char *schema, const char *name);
 
+/* one COPY's rows relayed between two connections (copy_relay.c) */
+extern bool sbx_copy_relay(PGconn *from, PGconn *to);
+
 /* pgsandbox_reader, the login of a source of this cluster (source_reader.c) */
 extern void sbx_reader_request_shmem(void);
 extern void sbx_reader_startup_shmem(void);

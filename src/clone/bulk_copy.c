@@ -11,7 +11,7 @@
  * scanned character by character, split and converted column by column,
  * and pg_restore sends an uncompressed archive one row per message.  In
  * binary, each value arrives in its internal shape, and the worker sends
- * 64 kB messages (bench/cold_path.sh; bench/README.md).
+ * 64 kB messages (copy_relay.c; bench/cold_path.sh, bench/README.md).
  *
  * When (sbx_bulk_find): a data clone that streams (no mask, no reduced
  * table, no extension, no event trigger, one job), whose source's largest
@@ -49,13 +49,9 @@
 #include "sbx_common.h"
 #include "sbx_conn.h"
 #include "sbx_masking.h"
-#include "storage/latch.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
-
-/* the size of the messages the sandbox is sent */
-#define SBX_BULK_MESSAGE	(64 * 1024)
 
 /*
  * The largest table of the source, if it may be copied whole by the
@@ -198,16 +194,6 @@ sbx_bulk_failed(PGconn *conn, PGresult *res, const SbxBulkTable *bulk, const cha
 			 errdetail_internal("%s", why)));
 }
 
-/* Send what 'buf' holds to the sandbox, and empty it. */
-static void
-sbx_bulk_flush(PGconn *sandbox, StringInfo buf, const SbxBulkTable *bulk,
-			   const char *source)
-{
-	if (buf->len > 0 && PQputCopyData(sandbox, buf->data, buf->len) != 1)
-		sbx_bulk_failed(sandbox, NULL, bulk, source, false);
-	resetStringInfo(buf);
-}
-
 /*
  * Copy the table's rows from 'reader' into the sandbox, over 'sandbox', a
  * login as its role; the pre-data section is restored, nothing else.
@@ -220,7 +206,6 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	const char *format;
 	const char *params[1];
 	char	   *reader_encoding;
-	StringInfoData buf;
 	PGresult   *res;
 	int64		sent;
 	int64		rows;
@@ -265,33 +250,8 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	PQclear(res);
 
 	/* rows come one to a message: they leave in messages of 64 kB */
-	initStringInfo(&buf);
-	enlargeStringInfo(&buf, SBX_BULK_MESSAGE);
-	for (;;)
-	{
-		char	   *row = NULL;
-		int			n = PQgetCopyData(reader, &row, 1);
-
-		if (n > 0)
-		{
-			appendBinaryStringInfo(&buf, row, n);
-			PQfreemem(row);
-			if (buf.len >= SBX_BULK_MESSAGE)
-				sbx_bulk_flush(sandbox, &buf, bulk, source);
-			continue;
-		}
-		if (n < 0)
-			break;				/* the end, or an error PQgetResult tells */
-		/* nothing more has come: what is held goes now */
-		sbx_bulk_flush(sandbox, &buf, bulk, source);
-		(void) WaitLatchOrSocket(MyLatch,
-								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_EXIT_ON_PM_DEATH,
-								 PQsocket(reader), -1L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (PQconsumeInput(reader) == 0)
-			break;
-	}
+	if (!sbx_copy_relay(reader, sandbox))
+		sbx_bulk_failed(sandbox, NULL, bulk, source, false);
 	res = libpqsrv_get_result_last(reader, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
@@ -304,8 +264,6 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	PQclear(sbx_remote_exec(reader, "SELECT pg_catalog.set_config('client_encoding', $1, false)",
 							1, params, PGRES_TUPLES_OK,
 							psprintf("could not read source \"%s\"", source)));
-	sbx_bulk_flush(sandbox, &buf, bulk, source);
-	pfree(buf.data);
 
 	if (PQputCopyEnd(sandbox, NULL) != 1)
 		sbx_bulk_failed(sandbox, NULL, bulk, source, false);

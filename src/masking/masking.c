@@ -901,30 +901,9 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 		sbx_masked_write_failed(sandbox, table, res);
 	PQclear(res);
 
-	for (;;)
-	{
-		char	   *buf = NULL;
-		int			n = PQgetCopyData(m->reader, &buf, 1);
-
-		if (n > 0)
-		{
-			int			ok = PQputCopyData(sandbox, buf, n);
-
-			PQfreemem(buf);
-			if (ok != 1)
-				sbx_masked_write_failed(sandbox, table, NULL);
-			continue;
-		}
-		if (n < 0)
-			break;				/* the end, or an error PQgetResult tells */
-		(void) WaitLatchOrSocket(MyLatch,
-								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_EXIT_ON_PM_DEATH,
-								 PQsocket(m->reader), -1L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (PQconsumeInput(m->reader) == 0)
-			break;
-	}
+	/* in messages of 64 kB, the receiver waited for with the latch */
+	if (!sbx_copy_relay(m->reader, sandbox))
+		sbx_masked_write_failed(sandbox, table, NULL);
 	res = libpqsrv_get_result_last(m->reader, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{

@@ -1,0 +1,251 @@
+# 052_bulk_copy.pl: a source's one large table copied by the clone worker
+# (clone/bulk_copy.c, pgsandbox.bulk_copy_min_size).
+#
+# Where one plain table holds half a source's pages or more, the clone
+# restores pg_dump's pre-data, copies that table's rows itself (in binary
+# when the source runs this server's major version and every column's type
+# is built in, else as text), then restores the other tables' rows and the
+# post-data section.  Checked: every table's rows compared with the
+# source's (every built-in type, NULLs, non-ASCII text, special floats, a
+# dropped and a generated column, a quoted schema, table and column name);
+# the same indexes, constraints and sequences; the text path for a column
+# of a type the source made; no worker copy when the table is a parent, or
+# when the setting is -1; a source table that an ALTER waits for fails the
+# clone after pgsandbox.lock_timeout, not silently, and the ALTER then
+# runs; the sandbox's backend ended in the middle of the copy, and a cancel,
+# leave nothing but the failed row and no process.
+
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use SandboxTest;
+use Test::More;
+
+my $node = sandbox_node('bulk',
+	"pgsandbox.bulk_copy_min_size = 0\npgsandbox.lock_timeout = '2s'\n");
+
+sub sq { return $node->safe_psql('postgres', $_[0]); }
+
+sub set_setting
+{
+	my ($name, $value) = @_;
+	sq("ALTER SYSTEM SET pgsandbox.$name = '$value'");
+	sq('SELECT pg_reload_conf()');
+	ok(wait_until(sub { sq("SHOW pgsandbox.$name") eq $value }), "pgsandbox.$name is $value");
+	return;
+}
+
+# every table's rows, as text, digested in order; and the objects around them
+my $digest_sql = q{
+SELECT string_agg(format('%s:%s', c.oid::regclass,
+		(xpath('/row/d/text()', query_to_xml(format(
+			'SELECT md5(coalesce(string_agg(t::text, %L ORDER BY t::text), %L)) || %L || count(*) AS d FROM %s t',
+			'|', '', '/', c.oid::regclass), false, true, '')))[1]), ',' ORDER BY c.oid::regclass::text)
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')};
+my $shape_sql = q{
+SELECT (SELECT string_agg(indexdef, ';' ORDER BY indexdef) FROM pg_indexes
+		 WHERE schemaname NOT IN ('pg_catalog', 'information_schema')) || '#'
+	|| (SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), ';' ORDER BY conname)
+		 FROM pg_constraint WHERE connamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)) || '#'
+	|| (SELECT string_agg(sequencename || '=' || coalesce(last_value::text, 'null'), ';' ORDER BY sequencename)
+		 FROM pg_sequences)};
+
+sub in_sandbox
+{
+	my ($conninfo, $sql) = @_;
+	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
+	is($ret, 0, 'the sandbox role logs in with the returned credentials') or diag $err;
+	return $out;
+}
+
+sub ready_event
+{
+	my ($name) = @_;
+	return sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'");
+}
+
+# ---------------------------------------------------------------------------
+# a source with one large table of every kind of column, and small ones
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', 'CREATE DATABASE wide');
+$node->safe_psql('wide', q{
+CREATE SCHEMA "Odd ""schema""";
+CREATE TABLE "Odd ""schema"""."Big table" (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	gone int,
+	"we""ird col" text,
+	n numeric(20,6),
+	f8 float8,
+	f4 real,
+	at timestamptz,
+	d date,
+	iv interval,
+	b bytea,
+	arr int[],
+	tarr text[],
+	j jsonb,
+	ok boolean,
+	u uuid,
+	c char(10),
+	ip inet,
+	tw tstzrange,
+	doubled bigint GENERATED ALWAYS AS (id * 2) STORED,
+	CHECK (n IS NULL OR n > -1000000)
+);
+CREATE INDEX ON "Odd ""schema"""."Big table" (at, "we""ird col");
+INSERT INTO "Odd ""schema"""."Big table"
+	(gone, "we""ird col", n, f8, f4, at, d, iv, b, arr, tarr, j, ok, u, c, ip, tw)
+SELECT g,
+	CASE WHEN g % 17 = 0 THEN NULL WHEN g % 5 = 0 THEN 'Grüße, 東京 ' || g || E'\ttab\nline \\ back' ELSE md5(g::text) END,
+	CASE WHEN g % 13 = 0 THEN NULL ELSE (g * 1.000001)::numeric(20,6) END,
+	CASE g % 7 WHEN 0 THEN 'NaN'::float8 WHEN 1 THEN '-Infinity' WHEN 2 THEN NULL ELSE g / 3.0 END,
+	(g / 7.0)::real,
+	timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second 1 microsecond',
+	date '2000-01-01' + g % 9000,
+	make_interval(months => g % 14, days => g % 40, secs => g % 3600 + 0.25),
+	CASE WHEN g % 11 = 0 THEN NULL ELSE decode(md5(g::text), 'hex') || '\x00ff'::bytea END,
+	ARRAY[g, NULL, -g],
+	ARRAY['a"b', NULL, 'c,d', '{e}'],
+	jsonb_build_object('g', g, 'nested', jsonb_build_array(1, 'two', NULL)),
+	CASE WHEN g % 3 = 0 THEN NULL ELSE g % 2 = 0 END,
+	md5(g::text)::uuid,
+	'c' || (g % 100),
+	('10.0.' || (g % 256) || '.' || (g % 200))::inet,
+	tstzrange(timestamptz '2026-01-01' + g * interval '1 minute', NULL)
+FROM generate_series(1, 40000) g;
+ALTER TABLE "Odd ""schema"""."Big table" DROP COLUMN gone;
+CREATE TABLE small (id int PRIMARY KEY, big_id bigint REFERENCES "Odd ""schema"""."Big table", note text);
+INSERT INTO small SELECT g, g * 3, 'note ' || g FROM generate_series(1, 500) g;
+CREATE SEQUENCE counter;
+SELECT setval('counter', 4242);
+VACUUM ANALYZE;
+});
+sq("SELECT pgsandbox.add_source('wide', 'dbname=wide', allow_data => true)");
+my $source_digest = $node->safe_psql('wide', $digest_sql);
+my $source_shape = $node->safe_psql('wide', $shape_sql);
+like($source_digest, qr/"Big table":[0-9a-f]{32}\/40000/, 'the source digest counts the large table');
+
+my ($bin, $bin_conn) = split /\|/,
+  sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
+like(ready_event($bin),
+	qr/the rows of "Odd ""schema"""\."Big table" \(40000\) copied by the worker, in binary/,
+	'binary: the ready event says the worker copied the large table, in binary');
+is(in_sandbox($bin_conn, $digest_sql), $source_digest, 'binary: every table holds the source\'s rows');
+is(in_sandbox($bin_conn, $shape_sql), $source_shape,
+	'binary: the same indexes, constraints, and sequences at the same values');
+is(in_sandbox($bin_conn,
+		q{SELECT count(*) FROM "Odd ""schema"""."Big table" WHERE doubled <> id * 2}),
+	'0', 'binary: the generated column is computed in the sandbox');
+is(in_sandbox($bin_conn,
+		q{INSERT INTO "Odd ""schema"""."Big table" ("we""ird col") VALUES ('new') RETURNING id}),
+	'40001', 'binary: the identity goes on from the source\'s');
+is(in_sandbox($bin_conn,
+		"SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE c.relnamespace <> 'pg_catalog'::regnamespace AND c.relnamespace <> 'information_schema'::regnamespace AND c.relnamespace <> 'pg_toast'::regnamespace AND r.rolname <> current_user"),
+	'0', 'binary: every restored relation belongs to the sandbox role');
+sq("SELECT pgsandbox.drop('$bin')");
+
+# the setting at -1: pg_dump carries every row, the same contents
+set_setting('bulk_copy_min_size', '-1');
+my ($off, $off_conn) = split /\|/,
+  sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
+unlike(ready_event($off), qr/copied by the worker/, 'off: no table is copied by the worker');
+is(in_sandbox($off_conn, $digest_sql), $source_digest, 'off: every table holds the source\'s rows');
+sq("SELECT pgsandbox.drop('$off')");
+# larger than the table: neither
+set_setting('bulk_copy_min_size', '1GB');
+my $large = sq("SELECT name FROM pgsandbox.clone('wide', schema_only => false)");
+unlike(ready_event($large), qr/copied by the worker/, 'a table below bulk_copy_min_size goes through pg_dump');
+sq("SELECT pgsandbox.drop('$large')");
+set_setting('bulk_copy_min_size', '0');
+
+# ---------------------------------------------------------------------------
+# a column of a type the source made: text, converted by each end
+# ---------------------------------------------------------------------------
+$node->safe_psql('wide', q{
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'glad');
+CREATE DOMAIN positive AS int CHECK (VALUE > 0);
+ALTER TABLE "Odd ""schema"""."Big table" ADD COLUMN m mood, ADD COLUMN p positive;
+UPDATE "Odd ""schema"""."Big table" SET m = (ARRAY['sad', 'ok', 'glad']::mood[])[id % 3 + 1], p = id WHERE id % 4 <> 0;
+VACUUM FULL ANALYZE;
+});
+$source_digest = $node->safe_psql('wide', $digest_sql);
+my ($txt, $txt_conn) = split /\|/,
+  sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
+like(ready_event($txt), qr/"Big table" \(40000\) copied by the worker, in text/,
+	'text: a column of the source\'s own type is copied as text');
+is(in_sandbox($txt_conn, $digest_sql), $source_digest, 'text: every table holds the source\'s rows');
+sq("SELECT pgsandbox.drop('$txt')");
+
+# a parent table: pg_dump carries its rows
+$node->safe_psql('wide', q{CREATE TABLE "Odd ""schema"""."Big child" () INHERITS ("Odd ""schema"""."Big table")});
+my $parent = sq("SELECT name FROM pgsandbox.clone('wide', schema_only => false)");
+unlike(ready_event($parent), qr/copied by the worker/, 'a table with a child goes through pg_dump');
+sq("SELECT pgsandbox.drop('$parent')");
+$node->safe_psql('wide', q{DROP TABLE "Odd ""schema"""."Big child"});
+
+# ---------------------------------------------------------------------------
+# a slow sandbox: each row's check sleeps in the sandbox, 3000 rows of 5 ms
+# ---------------------------------------------------------------------------
+make_slow_source($node, 'slow', 3000, 5, 'VACUUM ANALYZE');
+sq("SELECT pgsandbox.add_source('slow', 'dbname=slow', allow_data => true)");
+
+# Start a clone of the slow source from a session named $app and wait until
+# the worker copies the table; returns (handle, name, the worker's pid).
+sub start_slow_clone
+{
+	my ($app) = @_;
+	my $h = start_psql($node, $node->connstr('postgres') . " application_name=$app",
+		"SELECT name FROM pgsandbox.clone('slow', schema_only => false)");
+	is(poll_value($node,
+			"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgsandbox clone'"
+			  . " AND query = 'pgsandbox: copying the largest table''s rows'", '1', 60),
+		'1', "$app: the clone worker copies the large table");
+	my $name = sq("SELECT name FROM pgsandbox.sandboxes WHERE status = 'cloning'");
+	my ($wpid) = clone_worker_pids($node);
+	return ($h, $name, $wpid);
+}
+
+# an ALTER on the source table waits for the clone's lock: the second
+# pg_dump cannot lock the table, and the clone fails (never a table left
+# empty under the clone's snapshot); then the ALTER runs
+my ($h, $name, $wpid) = start_slow_clone('altered');
+my $alter = start_psql($node, $node->connstr('slow'), 'ALTER TABLE slow ADD COLUMN extra int');
+is(poll_value($node,
+		"SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+		  . " WHERE d.datname = 'slow' AND NOT l.granted AND l.mode = 'AccessExclusiveLock'", '1', 30),
+	'1', 'altered: the ALTER waits for the lock of the clone\'s reader');
+my ($ret, $out, $err) = finish_psql($h);
+isnt($ret, 0, 'altered: the clone fails');
+like($err, qr/pg_dump of source "slow" failed/, 'altered: the caller is told pg_dump failed');
+check_clone_cleaned_up($node, $name, 'altered', 30, $wpid);
+($ret, $out, $err) = finish_psql($alter);
+is($ret, 0, 'altered: the ALTER then runs') or diag $err;
+$node->safe_psql('slow', 'ALTER TABLE slow DROP COLUMN extra; VACUUM FULL ANALYZE');
+
+# the sandbox's backend killed in the middle of the copy
+($h, $name, $wpid) = start_slow_clone('killed');
+is(sq("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$name' AND query LIKE 'COPY %'"),
+	't', 'killed: the sandbox\'s COPY is ended');
+($ret, $out, $err) = finish_psql($h);
+isnt($ret, 0, 'killed: the clone fails');
+like($err, qr/could not write the rows of table "public"\."slow" into the sandbox/,
+	'killed: the caller is told the copy into the sandbox failed');
+check_clone_cleaned_up($node, $name, 'killed', 30, $wpid);
+is(untracked_sandboxes($node), '0', 'killed: no database or role is left untracked');
+
+# a cancel in the middle of the copy
+($h, $name, $wpid) = start_slow_clone('canceled');
+sq("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'canceled'");
+($ret, $out, $err) = finish_psql($h);
+isnt($ret, 0, 'canceled: the clone call fails');
+check_clone_cleaned_up($node, $name, 'canceled', 30, $wpid);
+is( sq("SELECT string_agg(action, ',' ORDER BY at) FROM pgsandbox.events WHERE sandbox = '$name'"),
+	'clone,failed', 'canceled: events record the clone and its failure');
+
+done_testing();
