@@ -6,18 +6,26 @@
 #   createdb X && pg_dump -Fc SRC | pg_restore --single-transaction -d X
 # and against CREATE DATABASE ... TEMPLATE.  See bench/README.md.
 #
-# Three sources with data: "pgbench" (pgbench -s SCALE), "many" (NTABLES
-# related tables of ROWS rows, with md5 text, three indexes each,
-# bench/many_tables.sql) and "zabbix" (the schema, images and data that
-# Debian's zabbix-server-pgsql ships: a real application's database).  For each, RUNS rounds in a rotating order of:
+# Four sources with data: "pgbench" (pgbench -s SCALE, its blank-padded
+# filler: many narrow rows), "md5" (the same with md5 text in the filler),
+# "many" (NTABLES related tables of ROWS rows, with md5 text, three indexes
+# each, bench/many_tables.sql) and "zabbix" (the schema, images and data
+# that Debian's zabbix-server-pgsql ships: a real application's database).
+# For each, RUNS rounds in a rotating order of:
 #   j1        clone(fresh => true) with pgsandbox.clone_jobs = 1: one
-#             pg_dump into one pg_restore through a pipe
-#   j2, j4    the same with clone_jobs = 2 and 4, parallel_min_size = 0: a
+#             pg_dump into one pg_restore through a pipe, and where one
+#             table holds half the pages (pgbench, md5), its rows copied by
+#             the clone worker in binary (bulk_copy_min_size, as shipped)
+#   dump      the same with bulk_copy_min_size = -1: every row through
+#             pg_dump and pg_restore
+#   j2, j4    the same as j1 with clone_jobs = 2 and 4, parallel_min_size = 0: a
 #             directory archive, pg_dump --jobs, pg_restore --jobs (unless
 #             one table holds half the pages: then it streams with one job,
 #             and the table says so)
 #   manual    the manual pipeline above (gzip, as pg_dump's default)
 #   template  CREATE DATABASE ... TEMPLATE
+#   pgcopydb  createdb X && pgcopydb clone --no-owner --no-acl
+#             $PGCOPYDB_FLAGS (Debian's pgcopydb, installed when missing)
 # Then the snapshot of pgbench: its build (snapshot()) against the manual
 # pipeline; and for pgbench at each scale of COPY_SCALES, copies of its
 # snapshot with copy_strategy wal_log and file_copy, in turn.
@@ -32,7 +40,8 @@
 # Settings, from the environment:
 #   SCALE=50  NTABLES=60  ROWS=8000  RUNS=5  FIXED_RUNS=10  COLD_PORT=5533
 #   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out
-#   CASES="pgbench many zabbix snapshot fixed"  COPY_SCALES="5 20 100"
+#   CASES="pgbench md5 many zabbix snapshot fixed"  COPY_SCALES="5 20 100"
+#   PGCOPYDB_FLAGS="--split-tables-larger-than 64MB" (its jobs: its defaults)
 #   ZABBIX_DEB=  Debian's zabbix-server-pgsql package; as root, fetched with
 #             apt-get download when not given
 #   REMOTE=0  1: the sources live on a second throwaway cluster, reached
@@ -54,7 +63,8 @@ COLD_PORT=${COLD_PORT:-5533}
 SKIP_BUILD=${SKIP_BUILD:-0}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 OUTDIR=${OUTDIR:-$repo/bench/out}
-CASES=${CASES:-pgbench many zabbix snapshot fixed}
+CASES=${CASES:-pgbench md5 many zabbix snapshot fixed}
+PGCOPYDB_FLAGS=${PGCOPYDB_FLAGS---split-tables-larger-than 64MB}
 COPY_SCALES=${COPY_SCALES:-5 20 100}
 WAL_LEVEL=${WAL_LEVEL:-replica}
 REMOTE=${REMOTE:-0}
@@ -63,13 +73,18 @@ for v in SCALE NTABLES ROWS RUNS FIXED_RUNS COLD_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "cold_path.sh: $v must be a positive integer, not \"${!v}\"" >&2; exit 1; }
 done
 for c in $CASES; do
-	case $c in pgbench | many | zabbix | snapshot | fixed) ;; *) echo "cold_path.sh: unknown case \"$c\"" >&2; exit 1 ;; esac
+	case $c in pgbench | md5 | many | zabbix | snapshot | fixed) ;; *) echo "cold_path.sh: unknown case \"$c\"" >&2; exit 1 ;; esac
 done
 case $WAL_LEVEL in replica | minimal) ;; *) echo "cold_path.sh: WAL_LEVEL must be replica or minimal" >&2; exit 1 ;; esac
 case $REMOTE in 0) ;; 1) [[ " $CASES " != *" snapshot "* && " $CASES " != *" fixed "* ]] ||
-	{ echo "cold_path.sh: REMOTE=1 measures the pgbench, many and zabbix cases only (set CASES)" >&2; exit 1; } ;;
+	{ echo "cold_path.sh: REMOTE=1 measures the pgbench, md5, many and zabbix cases only (set CASES)" >&2; exit 1; } ;;
 	*) echo "cold_path.sh: REMOTE must be 0 or 1" >&2; exit 1 ;; esac
 trap 'echo "cold_path.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+if ! command -v pgcopydb >/dev/null; then
+	[ "$(id -u)" = 0 ] || { echo "cold_path.sh: pgcopydb is not installed (apt-get install pgcopydb)" >&2; exit 1; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgcopydb >/dev/null
+fi
 
 CLUSTER_NAME=cold_path
 CLUSTER_PORT=$COLD_PORT
@@ -132,6 +147,7 @@ ratio() {
 set_jobs() {
 	q "ALTER SYSTEM SET pgsandbox.clone_jobs = $1" >/dev/null
 	q "ALTER SYSTEM SET pgsandbox.parallel_min_size = 0" >/dev/null
+	q "ALTER SYSTEM SET pgsandbox.bulk_copy_min_size = ${2:-64}" >/dev/null
 	q "SELECT pg_reload_conf()" >/dev/null
 	sleep 0.2
 }
@@ -153,6 +169,19 @@ manual() {
 	as_pg env PGPASSWORD=bench-password bash -c "createdb manual && pg_dump -Fc $* -d '$(src_conninfo "$src")' | pg_restore --no-owner --no-privileges --exit-on-error --single-transaction -d manual"
 	elapsed "$start"
 }
+# pgcopydb clone of source $1 into a new database "pgcopydb": seconds
+pgcopydb_timed() {
+	local src=$1 target
+	target=$([ "$REMOTE" = 1 ] && echo "host=$sock port=$COLD_PORT dbname=pgcopydb user=postgres" || echo "host=$sock port=$COLD_PORT dbname=pgcopydb")
+	rm -rf "$tmp/pgcopydb.dir"
+	q "CHECKPOINT" >/dev/null
+	local start
+	start=$(now)
+	# shellcheck disable=SC2086
+	as_pg env PGPASSWORD=bench-password bash -c "createdb pgcopydb && pgcopydb clone --source '$(src_conninfo "$src")$([ "$REMOTE" = 1 ] || echo " host=$sock port=$COLD_PORT")' --target '$target' --dir '$tmp/pgcopydb.dir' --no-owner --no-acl $PGCOPYDB_FLAGS >'$tmp/pgcopydb.log' 2>&1" ||
+		{ tail -20 "$tmp/pgcopydb.log" >&2; exit 1; }
+	elapsed "$start"
+}
 # a fresh clone of $1 (schema only if $2 is true): seconds, then its name
 clone_timed() {
 	local start name
@@ -165,29 +194,38 @@ clone_timed() {
 declare -A med
 report=()
 
+# one clone of $src with $jobs jobs and bulk_copy_min_size $2; its time
+# goes to the array named $1, the jobs it took to took[$1]
+clone_round() {
+	local -n times=$1
+	set_jobs "$jobs" "$2"
+	read -r secs name < <(clone_timed "$src")
+	check_copy "$src" "$name"
+	# the jobs it took: fewer where one table holds half the pages
+	took[$1]=$(q "SELECT coalesce(substring(detail from 'with ([0-9]+) jobs'), '1') FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'")
+	[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/event_${src}_$1"
+	q "SELECT pgsandbox.drop('$name')" >/dev/null
+	times+=("$secs")
+}
+
 run_source() {
 	local src=$1
-	local -a j1=() j2=() j4=() man=() tpl=() took=()
-	local secs name k
+	local -a j1=() dump=() j2=() j4=() man=() tpl=() pcd=()
+	local -A took=()
+	local secs name k jobs variants=7
 	contents "$src" as_src >"$tmp/contents_$src"
 	for ((r = 0; r < RUNS; r++)); do
-		for k in 0 1 2 3 4; do
-			case $(((k + r) % 5)) in
-			0 | 1 | 2)
-				local jobs=$((1 << ((k + r) % 5)))
-				set_jobs "$jobs"
-				read -r secs name < <(clone_timed "$src")
-				check_copy "$src" "$name"
-				# the jobs it took: fewer where one table holds half the pages
-				took[$jobs]=$(q "SELECT coalesce(substring(detail from 'with ([0-9]+) jobs'), '1') FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'")
-				[ "$r" = 0 ] && q "SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'" >"$tmp/event_${src}_j$jobs"
-				q "SELECT pgsandbox.drop('$name')" >/dev/null
-				case $jobs in 1) j1+=("$secs") ;; 2) j2+=("$secs") ;; 4) j4+=("$secs") ;; esac ;;
-			3)
+		for ((k = 0; k < variants; k++)); do
+			case $(((k + r) % variants)) in
+			0) jobs=1 clone_round j1 64 ;;
+			1) jobs=1 clone_round dump -1 ;;
+			2) jobs=2 clone_round j2 64 ;;
+			3) jobs=4 clone_round j4 64 ;;
+			4)
 				man+=("$(manual "$src")")
 				check_copy "$src" manual
 				as_pg dropdb manual ;;
-			4)
+			5)
 				[ "$REMOTE" = 1 ] && { tpl+=(1); continue; }
 				q "CHECKPOINT" >/dev/null
 				local start
@@ -195,29 +233,31 @@ run_source() {
 				q "CREATE DATABASE templ TEMPLATE $src" >/dev/null
 				tpl+=("$(elapsed "$start")")
 				q "DROP DATABASE templ" >/dev/null ;;
+			6)
+				pcd+=("$(pgcopydb_timed "$src")")
+				check_copy "$src" pgcopydb
+				as_pg dropdb pgcopydb ;;
 			esac
 		done
 		echo "cold_path.sh: $src, round $((r + 1)) of $RUNS done" >&2
 	done
 	{
 		echo "## $src: $(as_src psql -X -q -A -t -d "$src" -c "SELECT pg_size_pretty(pg_database_size('$src'))"), $RUNS rounds$([ "$REMOTE" = 1 ] && echo ", the source over TCP on a second cluster")"
-		if [ "$REMOTE" = 1 ]; then
-			printf '%-26s %9s %14s\n' step "median s" "/ manual"
-			printf '%-26s %9.2f %13.3fx\n' \
-				"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" \
-				"clone, 2 jobs (took ${took[2]})" "$(median "${j2[@]}")" "$(ratio j2 man)" \
-				"clone, 4 jobs (took ${took[4]})" "$(median "${j4[@]}")" "$(ratio j4 man)" \
-				"manual pipeline" "$(median "${man[@]}")" 1
-		else
-			printf '%-26s %9s %14s %16s\n' step "median s" "/ manual" "/ template"
-			printf '%-26s %9.2f %13.3fx %15.3fx\n' \
-				"clone, 1 job (pipe)" "$(median "${j1[@]}")" "$(ratio j1 man)" "$(ratio j1 tpl)" \
-				"clone, 2 jobs (took ${took[2]})" "$(median "${j2[@]}")" "$(ratio j2 man)" "$(ratio j2 tpl)" \
-				"clone, 4 jobs (took ${took[4]})" "$(median "${j4[@]}")" "$(ratio j4 man)" "$(ratio j4 tpl)" \
-				"manual pipeline" "$(median "${man[@]}")" 1 "$(ratio man tpl)" \
-				"template" "$(median "${tpl[@]}")" "$(ratio tpl man)" 1
-		fi
-		for jobs in 1 2 4; do echo "ready event, $jobs job(s), round 1: $(cat "$tmp/event_${src}_j$jobs")"; done
+		printf '%-30s %9s %10s %11s %11s\n' step "median s" "/ manual" "/ pgcopydb" "/ template"
+		row() {
+			local label=$1 arr=$2
+			printf '%-30s %9.2f %9.3fx %10.3fx %10s\n' "$label" "$(median "${!arr}")" \
+				"$(ratio "$3" man)" "$(ratio "$3" pcd)" \
+				"$([ "$REMOTE" = 1 ] && echo - || printf '%.3fx' "$(ratio "$3" tpl)")"
+		}
+		row "clone, 1 job (as shipped)" 'j1[@]' j1
+		row "clone, 1 job, pg_dump only" 'dump[@]' dump
+		row "clone, 2 jobs (took ${took[j2]})" 'j2[@]' j2
+		row "clone, 4 jobs (took ${took[j4]})" 'j4[@]' j4
+		row "manual pipeline" 'man[@]' man
+		row "pgcopydb" 'pcd[@]' pcd
+		[ "$REMOTE" = 1 ] || row "template" 'tpl[@]' tpl
+		for v in j1 dump j2 j4; do echo "ready event, $v, round 1: $(cat "$tmp/event_${src}_$v")"; done
 		echo
 	} | tee -a "$out"
 }
@@ -236,6 +276,17 @@ if [[ " $CASES " == *" pgbench "* || " $CASES " == *" snapshot "* ]]; then
 fi
 if [[ " $CASES " == *" pgbench "* ]]; then
 	run_source pgbench
+fi
+
+if [[ " $CASES " == *" md5 "* ]]; then
+	echo "cold_path.sh: making pgbench -s $SCALE with md5 text in its filler" >&2
+	as_src createdb md5
+	as_src pgbench -q -i -s "$SCALE" -I dtg md5 >/dev/null 2>&1
+	as_src psql -X -q -d md5 -c "UPDATE pgbench_accounts SET filler = md5(aid::text) || substr(md5((aid + 7)::text), 1, 20)" -c "VACUUM FULL pgbench_accounts" >/dev/null
+	as_src pgbench -q -i -I pv md5 >/dev/null 2>&1
+	as_src psql -X -q -d md5 -c "VACUUM ANALYZE" 2>/dev/null
+	q "SELECT pgsandbox.add_source('md5', '$(src_conninfo md5)', allow_data => true)" >/dev/null
+	run_source md5
 fi
 
 if [[ " $CASES " == *" many "* ]]; then
