@@ -69,7 +69,7 @@ typedef struct SbxBulkTable
 	bool		binary;			/* the rows went in binary (set by the copy) */
 } SbxBulkTable;
 
-extern SbxBulkTable *sbx_bulk_find(PGconn *reader, const char *source);
+extern SbxBulkTable *sbx_bulk_find(PGconn *reader, const char *source, bool schema_only);
 extern List *sbx_bulk_dump_options(const SbxBulkTable *bulk, bool before);
 extern int64 sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk,
 						   const char *source);

@@ -75,7 +75,6 @@
 	"        OPERATOR(pg_catalog.>=) $1::pg_catalog.int8" \
 	"  ORDER BY s.pages DESC, s.oid LIMIT 1)" \
 	"SELECT c.oid, n.nspname, c.relname," \
-	"       pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)," \
 	"       pg_catalog.bool_and(a.atttypid OPERATOR(pg_catalog.<) 16384)" \
 	"  FROM largest l" \
 	"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) l.oid" \
@@ -95,13 +94,43 @@
 	"                      AND d.deptype OPERATOR(pg_catalog.=) 'e')" \
 	" GROUP BY c.oid, n.nspname, c.relname"
 
+/* its columns' names, in order, but the generated ones */
+#define SBX_BULK_COLUMNS_SQL \
+	"SELECT a.attname FROM pg_catalog.pg_attribute a" \
+	" WHERE a.attrelid OPERATOR(pg_catalog.=) $1::pg_catalog.oid" \
+	"   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
+	"   AND a.attgenerated OPERATOR(pg_catalog.=) ''" \
+	" ORDER BY a.attnum"
+
+/*
+ * Set the client encoding of source connection 'conn' to 'encoding'; the
+ * one it had is returned.
+ */
+static char *
+sbx_bulk_set_encoding(PGconn *conn, const char *encoding, const char *source)
+{
+	const char *params[1] = {encoding};
+	PGresult   *res;
+	char	   *was;
+
+	res = sbx_remote_exec(conn,
+						  "SELECT pg_catalog.current_setting('client_encoding'),"
+						  " pg_catalog.set_config('client_encoding', $1, false)",
+						  1, params, PGRES_TUPLES_OK,
+						  psprintf("could not read source \"%s\"", source));
+	was = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return was;
+}
+
 /*
  * The table the worker copies itself, if the source has one (above), locked
- * by 'reader' in ACCESS SHARE mode; NULL if not, or if the setting is -1.
+ * by 'reader' in ACCESS SHARE mode; NULL if not, if the setting is -1, or
+ * if the clone is of the schema only.
  * 'reader' is in the transaction whose snapshot pg_dump dumps.
  */
 SbxBulkTable *
-sbx_bulk_find(PGconn *reader, const char *source)
+sbx_bulk_find(PGconn *reader, const char *source, bool schema_only)
 {
 	const char *what = psprintf("could not read source \"%s\"", source);
 	char		min_size[32];
@@ -110,7 +139,13 @@ sbx_bulk_find(PGconn *reader, const char *source)
 	SbxBulkTable *bulk;
 	Oid			locked;
 
-	if (sbx_bulk_copy_min_size < 0)
+	const char *encoding = PQparameterStatus(reader, "server_encoding");
+	char	   *was;
+	StringInfoData columns;
+
+	/* a rows-only clone, or a source before generated columns: pg_dump */
+	if (sbx_bulk_copy_min_size < 0 || schema_only || encoding == NULL ||
+		PQserverVersion(reader) < 120000)
 		return NULL;
 	snprintf(min_size, sizeof(min_size), INT64_FORMAT,
 			 (int64) sbx_bulk_copy_min_size * 1024 * 1024);
@@ -123,14 +158,38 @@ sbx_bulk_find(PGconn *reader, const char *source)
 	}
 	bulk = palloc0(sizeof(SbxBulkTable));
 	bulk->relid = atooid(PQgetvalue(res, 0, 0));
-	bulk->schema = pstrdup(PQgetvalue(res, 0, 1));
-	bulk->name = pstrdup(PQgetvalue(res, 0, 2));
-	bulk->columns = pstrdup(PQgetvalue(res, 0, 3));
-	bulk->builtin_types = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
-	bulk->sql_name = sbx_remote_quote_qualified(bulk->schema, bulk->name);
-	bulk->encoding = pstrdup(PQparameterStatus(reader, "server_encoding") ?
-							 PQparameterStatus(reader, "server_encoding") : "");
+	bulk->builtin_types = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+	bulk->encoding = pstrdup(encoding);
 	bulk->same_major = PQserverVersion(reader) / 10000 == PG_VERSION_NUM / 10000;
+	PQclear(res);
+
+	/*
+	 * Names in the source's own encoding, as pg_dump is told (--encoding)
+	 * and the sandbox's COPY reads them; each quoted here, as a keyword of
+	 * this server may be none of the source's.
+	 */
+	was = sbx_bulk_set_encoding(reader, bulk->encoding, source);
+	params[0] = psprintf("%u", bulk->relid);
+	res = sbx_remote_exec(reader,
+						  "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+						  "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+						  " WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid",
+						  1, params, PGRES_TUPLES_OK, what);
+	if (PQntuples(res) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a table of source \"%s\" was dropped during the clone", source),
+				 errhint("Clone it again.")));
+	bulk->schema = pstrdup(PQgetvalue(res, 0, 0));
+	bulk->name = pstrdup(PQgetvalue(res, 0, 1));
+	bulk->sql_name = sbx_remote_quote_qualified(bulk->schema, bulk->name);
+	PQclear(res);
+	res = sbx_remote_exec(reader, SBX_BULK_COLUMNS_SQL, 1, params, PGRES_TUPLES_OK, what);
+	initStringInfo(&columns);
+	for (int i = 0; i < PQntuples(res); i++)
+		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
+						 sbx_remote_quote_ident(PQgetvalue(res, i, 0)));
+	bulk->columns = columns.data;
 	PQclear(res);
 
 	/*
@@ -151,6 +210,7 @@ sbx_bulk_find(PGconn *reader, const char *source)
 				 errmsg("table %s of source \"%s\" was replaced during the clone",
 						bulk->sql_name, source),
 				 errhint("Clone it again.")));
+	(void) sbx_bulk_set_encoding(reader, was, source);
 	return bulk;
 }
 
@@ -225,14 +285,12 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 							1, params, PGRES_TUPLES_OK,
 							"could not prepare the sandbox for the rows of its largest table"));
 	/* the reader's own encoding comes back once the rows are read */
-	reader_encoding = sbx_remote_value(reader, "SELECT pg_catalog.current_setting('client_encoding')",
-									   psprintf("the client encoding of source \"%s\"", source));
+	reader_encoding = sbx_bulk_set_encoding(reader, bulk->encoding, source);
 	PQclear(sbx_remote_exec(reader,
-							"SELECT pg_catalog.set_config('client_encoding', $1, false),"
-							" pg_catalog.set_config('datestyle', 'ISO', false),"
+							"SELECT pg_catalog.set_config('datestyle', 'ISO', false),"
 							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
 							" pg_catalog.set_config('extra_float_digits', '3', false)",
-							1, params, PGRES_TUPLES_OK,
+							0, NULL, PGRES_TUPLES_OK,
 							psprintf("could not read source \"%s\"", source)));
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying the largest table's rows");
@@ -260,10 +318,7 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	}
 	sent = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
-	params[0] = reader_encoding;
-	PQclear(sbx_remote_exec(reader, "SELECT pg_catalog.set_config('client_encoding', $1, false)",
-							1, params, PGRES_TUPLES_OK,
-							psprintf("could not read source \"%s\"", source)));
+	(void) sbx_bulk_set_encoding(reader, reader_encoding, source);
 
 	if (PQputCopyEnd(sandbox, NULL) != 1)
 		sbx_bulk_failed(sandbox, NULL, bulk, source, false);

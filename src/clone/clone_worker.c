@@ -666,7 +666,7 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
 		sbx_through_archive(dump_env, restore_env, info, masking, reader);
 	else
 	{
-		SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source);
+		SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source, sbx_job.schema_only);
 
 		sbx_phase(SBX_PHASE_RESTORING, -1);
 		sbx_stream_start(dump_env, restore_env, bulk ? sbx_bulk_dump_options(bulk, true) : NIL);
@@ -689,7 +689,7 @@ static SbxSourceInfo *
 sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 {
 	SbxSourceInfo *info;
-	SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source);
+	SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source, sbx_job.schema_only);
 
 	sbx_phase(SBX_PHASE_RESTORING, sbx_job.source_bytes);
 	sbx_job.data_as_of = GetCurrentTimestamp();

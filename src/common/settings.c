@@ -116,7 +116,7 @@ sbx_define_lifecycle_settings(void)
 	DefineCustomIntVariable("pgsandbox.lock_timeout",
 							"Longest the lifecycle worker waits for a lock on a sandbox's role or database.",
 							"A step that waits longer is given up, recorded with what held the lock, and tried again later. "
-							"A masked clone's pg_dump waits as long for its locks on the source's tables.",
+							"A masked clone's pg_dump, and one around a table the clone worker copies, waits as long for its locks on the source's tables.",
 							&sbx_lock_timeout,
 							1000, 10, 600 * 1000,
 							PGC_SIGHUP,
