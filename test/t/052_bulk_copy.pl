@@ -8,6 +8,7 @@
 # post-data section.  Checked: every table's rows compared with the
 # source's (every built-in type, NULLs, non-ASCII text, special floats, a
 # dropped and a generated column, a quoted schema, table and column name);
+# no row in a clone of the schema only;
 # the same indexes, constraints and sequences; the text path for a column
 # of a type the source made; no worker copy when the table is a parent, or
 # when the setting is -1; a source table that an ALTER waits for fails the
@@ -149,6 +150,14 @@ is(in_sandbox($bin_conn,
 		"SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE c.relnamespace <> 'pg_catalog'::regnamespace AND c.relnamespace <> 'information_schema'::regnamespace AND c.relnamespace <> 'pg_toast'::regnamespace AND r.rolname <> current_user"),
 	'0', 'binary: every restored relation belongs to the sandbox role');
 sq("SELECT pgsandbox.drop('$bin')");
+
+# a clone of the schema only copies no row
+my ($schema, $schema_conn) = split /\|/,
+  sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => true)");
+unlike(ready_event($schema), qr/copied by the worker/, 'schema only: no table is copied by the worker');
+is(in_sandbox($schema_conn, q{SELECT count(*) FROM "Odd ""schema"""."Big table"}), '0',
+	'schema only: the large table is empty');
+sq("SELECT pgsandbox.drop('$schema')");
 
 # the setting at -1: pg_dump carries every row, the same contents
 set_setting('bulk_copy_min_size', '-1');
