@@ -59,18 +59,30 @@ extern void sbx_verify_copy(const char *expected, const char *got, const char *c
 typedef struct SbxBulkTable
 {
 	Oid			relid;			/* on the source */
-	char	   *schema;
+	char	   *schema;			/* in the source's encoding */
 	char	   *name;
 	char	   *sql_name;		/* quoted, qualified */
+	char	   *display;		/* for notes and errors */
 	char	   *columns;		/* quoted, in order, no generated column */
 	char	   *encoding;		/* the source's */
-	bool		builtin_types;	/* every column's type is built in */
+	char	   *reader_encoding;	/* the reader's client encoding */
+	bool		copy;			/* still qualifies, in the snapshot */
+	bool		builtin_types;	/* every column may go in binary */
 	bool		same_major;		/* the source runs this server's major version */
 	bool		binary;			/* the rows went in binary (set by the copy) */
 } SbxBulkTable;
 
-extern SbxBulkTable *sbx_bulk_find(PGconn *reader, const char *source, bool schema_only);
-extern List *sbx_bulk_dump_options(const SbxBulkTable *bulk, bool before);
+/* which of pg_dump's runs, while the reader holds the table's lock */
+typedef enum SbxBulkPart
+{
+	SBX_BULK_ANY,				/* a dump of it all */
+	SBX_BULK_BEFORE,			/* pre-data, before the rows */
+	SBX_BULK_AFTER				/* the rest, without them */
+} SbxBulkPart;
+
+extern SbxBulkTable *sbx_bulk_candidate(PGconn *reader, const char *source, bool schema_only);
+extern void sbx_bulk_lock(PGconn *reader, SbxBulkTable *bulk, const char *source);
+extern List *sbx_bulk_dump_options(const SbxBulkTable *bulk, SbxBulkPart part);
 extern int64 sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk,
 						   const char *source);
 

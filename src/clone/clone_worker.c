@@ -101,6 +101,13 @@ static int	sbx_jobs = 1;
 /* the snapshot a plain dump reads, exported by the reader (sbx_open_reader) */
 static char *sbx_dump_snapshot = NULL;
 
+/*
+ * The source's largest table, locked by the reader before its snapshot
+ * (bulk_copy.c): every pg_dump then waits for locks no longer than
+ * pgsandbox.lock_timeout, and a stream copies its rows if it qualifies.
+ */
+static SbxBulkTable *sbx_bulk = NULL;
+
 static SbxSourceInfo *sbx_fill_after_catalog(char **dump_env, char **restore_env,
 											 bool masked, PGconn *snapshot_reader);
 
@@ -464,6 +471,15 @@ sbx_stream_wait(void)
 	sbx_nchildren = 0;
 }
 
+/* pg_dump's options for the first (or only) stream of a plain clone */
+static List *
+sbx_bulk_stream_options(void)
+{
+	if (sbx_bulk == NULL)
+		return NIL;
+	return sbx_bulk_dump_options(sbx_bulk, sbx_bulk->copy ? SBX_BULK_BEFORE : SBX_BULK_ANY);
+}
+
 /*
  * The pre-data section is restored: the largest table's rows, copied by
  * this worker over a login as the sandbox role (bulk_copy.c), then the
@@ -486,9 +502,9 @@ sbx_stream_after_bulk(char **dump_env, char **restore_env, PGconn *reader,
 	}
 	PG_END_TRY();
 	sbx_job_note(&sbx_job, "the rows of %s (" INT64_FORMAT ") copied by the worker, in %s",
-				 bulk->sql_name, rows, bulk->binary ? "binary" : "text");
+				 bulk->display, rows, bulk->binary ? "binary" : "text");
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
-	sbx_stream_start(dump_env, restore_env, sbx_bulk_dump_options(bulk, false));
+	sbx_stream_start(dump_env, restore_env, sbx_bulk_dump_options(bulk, SBX_BULK_AFTER));
 	sbx_stream_wait();
 }
 
@@ -553,7 +569,8 @@ sbx_through_archive(char **dump_env, char **restore_env, const SbxSourceInfo *in
 	sbx_step(SBX_STEP_DUMP_STARTED);
 	sbx_child_start(&sbx_children[0], "pg_dump",
 					sbx_dump_argv(archive, NULL,
-								  masking ? sbx_masking_dump_options(masking) : NIL),
+								  masking ? sbx_masking_dump_options(masking) :
+								  sbx_bulk ? sbx_bulk_dump_options(sbx_bulk, SBX_BULK_ANY) : NIL),
 					dump_env, -1, -1);
 	sbx_nchildren = 1;
 	/* the rows a reduced clone keeps are found while pg_dump writes */
@@ -666,13 +683,11 @@ sbx_dump_and_restore(char **dump_env, char **restore_env, const SbxSourceInfo *i
 		sbx_through_archive(dump_env, restore_env, info, masking, reader);
 	else
 	{
-		SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source, sbx_job.schema_only);
-
 		sbx_phase(SBX_PHASE_RESTORING, -1);
-		sbx_stream_start(dump_env, restore_env, bulk ? sbx_bulk_dump_options(bulk, true) : NIL);
+		sbx_stream_start(dump_env, restore_env, sbx_bulk_stream_options());
 		sbx_stream_wait();
-		if (bulk)
-			sbx_stream_after_bulk(dump_env, restore_env, reader, bulk);
+		if (sbx_bulk && sbx_bulk->copy)
+			sbx_stream_after_bulk(dump_env, restore_env, reader, sbx_bulk);
 	}
 	sbx_step(SBX_STEP_RESTORED);
 }
@@ -689,11 +704,10 @@ static SbxSourceInfo *
 sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 {
 	SbxSourceInfo *info;
-	SbxBulkTable *bulk = sbx_bulk_find(reader, sbx_job.source, sbx_job.schema_only);
 
 	sbx_phase(SBX_PHASE_RESTORING, sbx_job.source_bytes);
 	sbx_job.data_as_of = GetCurrentTimestamp();
-	sbx_stream_start(dump_env, restore_env, bulk ? sbx_bulk_dump_options(bulk, true) : NIL);
+	sbx_stream_start(dump_env, restore_env, sbx_bulk_stream_options());
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: reading the source's catalog");
 	info = sbx_read_source_info(reader, sbx_job.source);
 	sbx_check_locale(&info->locale);
@@ -706,8 +720,8 @@ sbx_stream_first(char **dump_env, char **restore_env, PGconn *reader)
 				 errhint("Clone it again.")));
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: dumping and restoring");
 	sbx_stream_wait();
-	if (bulk)
-		sbx_stream_after_bulk(dump_env, restore_env, reader, bulk);
+	if (sbx_bulk && sbx_bulk->copy)
+		sbx_stream_after_bulk(dump_env, restore_env, reader, sbx_bulk);
 	sbx_step(SBX_STEP_RESTORED);
 	if (sbx_job.statistics)
 		sbx_job_note(&sbx_job, "with the planner's statistics of the source");
@@ -802,10 +816,10 @@ sbx_open_reader(void)
 		PGresult   *res;
 		const char *what = psprintf("could not read source \"%s\"", sbx_job.source);
 
-		sbx_source_read_begin(reader, what);
 		if (sbx_dump_snapshot != NULL)
 		{
 			/* a live build's: the snapshot of its slot's consistent point */
+			sbx_source_read_begin(reader, what);
 			PQclear(sbx_remote_exec(reader,
 									psprintf("SET TRANSACTION SNAPSHOT %s",
 											 quote_literal_cstr(sbx_dump_snapshot)),
@@ -813,6 +827,13 @@ sbx_open_reader(void)
 		}
 		else
 		{
+			/* the largest table is found, then locked before the snapshot */
+			sbx_source_session_setup(reader, false, what);
+			sbx_bulk = sbx_bulk_candidate(reader, sbx_job.source, sbx_job.schema_only);
+			PQclear(sbx_remote_exec(reader, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+									0, NULL, PGRES_COMMAND_OK, what));
+			if (sbx_bulk)
+				sbx_bulk_lock(reader, sbx_bulk, sbx_job.source);
 			res = sbx_remote_exec(reader, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
 								  PGRES_TUPLES_OK, what);
 			sbx_dump_snapshot = MemoryContextStrdup(TopMemoryContext, PQgetvalue(res, 0, 0));

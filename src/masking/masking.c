@@ -903,7 +903,11 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 
 	/* in messages of 64 kB, the receiver waited for with the latch */
 	if (!sbx_copy_relay(m->reader, sandbox))
-		sbx_masked_write_failed(sandbox, table, NULL);
+	{
+		(void) PQputCopyEnd(sandbox, NULL);
+		sbx_masked_write_failed(sandbox, table,
+								libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION));
+	}
 	res = libpqsrv_get_result_last(m->reader, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
@@ -1014,7 +1018,8 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 		/* the rows come in the source's encoding, converted by the sandbox */
 		PQclear(sbx_remote_exec(sandbox,
 								"SELECT pg_catalog.set_config('client_encoding', $1, false),"
-								" pg_catalog.set_config('datestyle', 'ISO', false)",
+								" pg_catalog.set_config('datestyle', 'ISO', false),"
+								" pg_catalog.set_config('client_min_messages', 'error', false)",
 								1, params, PGRES_TUPLES_OK,
 								"could not prepare the sandbox for masked rows"));
 	}

@@ -77,7 +77,7 @@ sub ready_event
 $node->safe_psql('postgres', 'CREATE DATABASE wide');
 $node->safe_psql('wide', q{
 CREATE SCHEMA "Odd ""schema""";
-CREATE TABLE "Odd ""schema"""."Big table" (
+CREATE TABLE "Odd ""schema"""."Big.table*?$|" (
 	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	gone int,
 	"we""ird col" text,
@@ -96,12 +96,18 @@ CREATE TABLE "Odd ""schema"""."Big table" (
 	c char(10),
 	ip inet,
 	tw tstzrange,
+	x xml,
+	cash money,
+	bits bit varying(12),
+	ts tsvector,
+	lsn pg_lsn,
+	ov oidvector,
 	doubled bigint GENERATED ALWAYS AS (id * 2) STORED,
 	CHECK (n IS NULL OR n > -1000000)
 );
-CREATE INDEX ON "Odd ""schema"""."Big table" (at, "we""ird col");
-INSERT INTO "Odd ""schema"""."Big table"
-	(gone, "we""ird col", n, f8, f4, at, d, iv, b, arr, tarr, j, ok, u, c, ip, tw)
+CREATE INDEX ON "Odd ""schema"""."Big.table*?$|" (at, "we""ird col");
+INSERT INTO "Odd ""schema"""."Big.table*?$|"
+	(gone, "we""ird col", n, f8, f4, at, d, iv, b, arr, tarr, j, ok, u, c, ip, tw, x, cash, bits, ts, lsn, ov)
 SELECT g,
 	CASE WHEN g % 17 = 0 THEN NULL WHEN g % 5 = 0 THEN 'Grüße, 東京 ' || g || E'\ttab\nline \\ back' ELSE md5(g::text) END,
 	CASE WHEN g % 13 = 0 THEN NULL ELSE (g * 1.000001)::numeric(20,6) END,
@@ -118,10 +124,16 @@ SELECT g,
 	md5(g::text)::uuid,
 	'c' || (g % 100),
 	('10.0.' || (g % 256) || '.' || (g % 200))::inet,
-	tstzrange(timestamptz '2026-01-01' + g * interval '1 minute', NULL)
+	tstzrange(timestamptz '2026-01-01' + g * interval '1 minute', NULL),
+	CASE WHEN g % 9 = 0 THEN NULL ELSE ('<a n="' || g || '">x &amp; y</a> tail')::xml END,
+	(g * 0.01)::numeric::money,
+	(g % 4096)::bit(12)::bit varying(12),
+	to_tsvector('simple', 'word' || g % 50 || ' other ' || md5(g::text)),
+	('0/' || to_hex(g * 1000))::pg_lsn,
+	(g || ' ' || g + 1)::oidvector
 FROM generate_series(1, 40000) g;
-ALTER TABLE "Odd ""schema"""."Big table" DROP COLUMN gone;
-CREATE TABLE small (id int PRIMARY KEY, big_id bigint REFERENCES "Odd ""schema"""."Big table", note text);
+ALTER TABLE "Odd ""schema"""."Big.table*?$|" DROP COLUMN gone;
+CREATE TABLE small (id int PRIMARY KEY, big_id bigint REFERENCES "Odd ""schema"""."Big.table*?$|", note text);
 INSERT INTO small SELECT g, g * 3, 'note ' || g FROM generate_series(1, 500) g;
 CREATE SEQUENCE counter;
 SELECT setval('counter', 4242);
@@ -129,22 +141,24 @@ VACUUM ANALYZE;
 });
 sq("SELECT pgsandbox.add_source('wide', 'dbname=wide', allow_data => true)");
 my $source_digest = $node->safe_psql('wide', $digest_sql);
+# the large table's name, with characters a pattern would read otherwise
+my $big = '"Big.table*?$|"';
 my $source_shape = $node->safe_psql('wide', $shape_sql);
-like($source_digest, qr/"Big table":[0-9a-f]{32}\/40000/, 'the source digest counts the large table');
+like($source_digest, qr/\Q$big\E:[0-9a-f]{32}\/40000/, 'the source digest counts the large table');
 
 my ($bin, $bin_conn) = split /\|/,
   sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
 like(ready_event($bin),
-	qr/the rows of "Odd ""schema"""\."Big table" \(40000\) copied by the worker, in binary/,
+	qr/\Qthe rows of table "Odd ""schema""".$big (40000) copied by the worker, in binary\E/,
 	'binary: the ready event says the worker copied the large table, in binary');
 is(in_sandbox($bin_conn, $digest_sql), $source_digest, 'binary: every table holds the source\'s rows');
 is(in_sandbox($bin_conn, $shape_sql), $source_shape,
 	'binary: the same indexes, constraints, and sequences at the same values');
 is(in_sandbox($bin_conn,
-		q{SELECT count(*) FROM "Odd ""schema"""."Big table" WHERE doubled <> id * 2}),
+		q{SELECT count(*) FROM "Odd ""schema"""."Big.table*?$|" WHERE doubled <> id * 2}),
 	'0', 'binary: the generated column is computed in the sandbox');
 is(in_sandbox($bin_conn,
-		q{INSERT INTO "Odd ""schema"""."Big table" ("we""ird col") VALUES ('new') RETURNING id}),
+		q{INSERT INTO "Odd ""schema"""."Big.table*?$|" ("we""ird col") VALUES ('new') RETURNING id}),
 	'40001', 'binary: the identity goes on from the source\'s');
 is(in_sandbox($bin_conn,
 		"SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE c.relnamespace <> 'pg_catalog'::regnamespace AND c.relnamespace <> 'information_schema'::regnamespace AND c.relnamespace <> 'pg_toast'::regnamespace AND r.rolname <> current_user"),
@@ -155,7 +169,7 @@ sq("SELECT pgsandbox.drop('$bin')");
 my ($schema, $schema_conn) = split /\|/,
   sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => true)");
 unlike(ready_event($schema), qr/copied by the worker/, 'schema only: no table is copied by the worker');
-is(in_sandbox($schema_conn, q{SELECT count(*) FROM "Odd ""schema"""."Big table"}), '0',
+is(in_sandbox($schema_conn, q{SELECT count(*) FROM "Odd ""schema"""."Big.table*?$|"}), '0',
 	'schema only: the large table is empty');
 sq("SELECT pgsandbox.drop('$schema')");
 
@@ -179,20 +193,59 @@ set_setting('bulk_copy_min_size', '0');
 $node->safe_psql('wide', q{
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'glad');
 CREATE DOMAIN positive AS int CHECK (VALUE > 0);
-ALTER TABLE "Odd ""schema"""."Big table" ADD COLUMN m mood, ADD COLUMN p positive;
-UPDATE "Odd ""schema"""."Big table" SET m = (ARRAY['sad', 'ok', 'glad']::mood[])[id % 3 + 1], p = id WHERE id % 4 <> 0;
+ALTER TABLE "Odd ""schema"""."Big.table*?$|" ADD COLUMN m mood, ADD COLUMN p positive;
+UPDATE "Odd ""schema"""."Big.table*?$|" SET m = (ARRAY['sad', 'ok', 'glad']::mood[])[id % 3 + 1], p = id WHERE id % 4 <> 0;
 VACUUM FULL ANALYZE;
 });
 $source_digest = $node->safe_psql('wide', $digest_sql);
 my ($txt, $txt_conn) = split /\|/,
   sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
-like(ready_event($txt), qr/"Big table" \(40000\) copied by the worker, in text/,
+like(ready_event($txt), qr/\Q$big (40000) copied by the worker, in text\E/,
 	'text: a column of the source\'s own type is copied as text');
 is(in_sandbox($txt_conn, $digest_sql), $source_digest, 'text: every table holds the source\'s rows');
 sq("SELECT pgsandbox.drop('$txt')");
 
+# a reg* column: its binary form is an oid, which would name another object
+# in the sandbox; the rows go as text, and name the sandbox's own objects
+$node->safe_psql('wide', q{
+ALTER TABLE "Odd ""schema"""."Big.table*?$|" DROP COLUMN m, DROP COLUMN p,
+	ADD COLUMN r regclass, ADD COLUMN rt regtype[];
+UPDATE "Odd ""schema"""."Big.table*?$|" SET r = 'public.small'::regclass, rt = ARRAY['integer'::regtype, 'text'] WHERE id % 2 = 0;
+VACUUM FULL ANALYZE;
+});
+$source_digest = $node->safe_psql('wide', $digest_sql);
+my $regs_sql = q{SELECT count(*) FROM "Odd ""schema"""."Big.table*?$|" WHERE r = 'public.small'::regclass AND rt[1] = 'integer'::regtype};
+my ($reg, $reg_conn) = split /\|/,
+  sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
+like(ready_event($reg), qr/\Q$big (40000) copied by the worker, in text\E/,
+	'reg*: a column of a reg* type is copied as text');
+is(in_sandbox($reg_conn, $digest_sql), $source_digest, 'reg*: every table holds the source\'s rows');
+is(in_sandbox($reg_conn, $regs_sql), $node->safe_psql('wide', $regs_sql),
+	'reg*: the values name the sandbox\'s own table and types');
+sq("SELECT pgsandbox.drop('$reg')");
+
+# a check that fails in the sandbox (as a function may): the clone fails
+# with the sandbox's reason, and leaves only its failed row
+$node->safe_psql('postgres', 'CREATE DATABASE fussy');
+$node->safe_psql('fussy', q{
+CREATE FUNCTION fussy(int) RETURNS boolean LANGUAGE sql
+	AS $$ SELECT current_database() NOT LIKE 'sbx\_%' OR $1 <= 20000 $$;
+CREATE TABLE t (id int PRIMARY KEY, pad text CHECK (fussy(id)));
+INSERT INTO t SELECT g, repeat('y', 200) FROM generate_series(1, 100000) g;
+VACUUM ANALYZE;
+});
+sq("SELECT pgsandbox.add_source('fussy', 'dbname=fussy', allow_data => true)");
+my ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('fussy', schema_only => false)");
+isnt($ret, 0, 'check: the clone fails');
+like($err, qr/could not write the rows of table "public"\."t" into the sandbox/,
+	'check: the caller is told the copy into the sandbox failed');
+like($err, qr/new row for relation "t" violates check constraint/, 'check: with the sandbox\'s reason');
+is(sq("SELECT string_agg(status, ',') FROM pgsandbox.sandboxes WHERE source = 'fussy'"),
+	'failed', 'check: only a failed row is left');
+is(untracked_sandboxes($node), '0', 'check: no database or role is left untracked');
+
 # a parent table: pg_dump carries its rows
-$node->safe_psql('wide', q{CREATE TABLE "Odd ""schema"""."Big child" () INHERITS ("Odd ""schema"""."Big table")});
+$node->safe_psql('wide', q{CREATE TABLE "Odd ""schema"""."Big child" () INHERITS ("Odd ""schema"""."Big.table*?$|")});
 my $parent = sq("SELECT name FROM pgsandbox.clone('wide', schema_only => false)");
 unlike(ready_event($parent), qr/copied by the worker/, 'a table with a child goes through pg_dump');
 sq("SELECT pgsandbox.drop('$parent')");
@@ -201,11 +254,14 @@ $node->safe_psql('wide', q{DROP TABLE "Odd ""schema"""."Big child"});
 # ---------------------------------------------------------------------------
 # a slow sandbox: each row's check sleeps in the sandbox, 3000 rows of 5 ms
 # ---------------------------------------------------------------------------
-make_slow_source($node, 'slow', 3000, 5, 'VACUUM ANALYZE');
+# (a wide column: more rows than socket buffers hold are still to send)
+make_slow_source($node, 'slow', 3000, 5,
+	"ALTER TABLE slow ADD COLUMN pad text; UPDATE slow SET pad = repeat('x', 4000); VACUUM FULL ANALYZE");
 sq("SELECT pgsandbox.add_source('slow', 'dbname=slow', allow_data => true)");
 
 # Start a clone of the slow source from a session named $app and wait until
-# the worker copies the table; returns (handle, name, the worker's pid).
+# the sandbox's COPY of the large table runs; returns (handle, name, the
+# worker's pid).
 sub start_slow_clone
 {
 	my ($app) = @_;
@@ -216,6 +272,10 @@ sub start_slow_clone
 			  . " AND query = 'pgsandbox: copying the largest table''s rows'", '1', 60),
 		'1', "$app: the clone worker copies the large table");
 	my $name = sq("SELECT name FROM pgsandbox.sandboxes WHERE status = 'cloning'");
+	is(poll_value($node,
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = '$name'"
+			  . " AND state = 'active' AND query LIKE 'COPY %'", '1', 60),
+		'1', "$app: the sandbox's COPY runs");
 	my ($wpid) = clone_worker_pids($node);
 	return ($h, $name, $wpid);
 }
@@ -229,7 +289,7 @@ is(poll_value($node,
 		"SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
 		  . " WHERE d.datname = 'slow' AND NOT l.granted AND l.mode = 'AccessExclusiveLock'", '1', 30),
 	'1', 'altered: the ALTER waits for the lock of the clone\'s reader');
-my ($ret, $out, $err) = finish_psql($h);
+($ret, $out, $err) = finish_psql($h);
 isnt($ret, 0, 'altered: the clone fails');
 like($err, qr/pg_dump of source "slow" failed/, 'altered: the caller is told pg_dump failed');
 check_clone_cleaned_up($node, $name, 'altered', 30, $wpid);
@@ -246,7 +306,17 @@ isnt($ret, 0, 'killed: the clone fails');
 like($err, qr/could not write the rows of table "public"\."slow" into the sandbox/,
 	'killed: the caller is told the copy into the sandbox failed');
 check_clone_cleaned_up($node, $name, 'killed', 30, $wpid);
-is(untracked_sandboxes($node), '0', 'killed: no database or role is left untracked');
+
+# the source's backend ended in the middle of the copy
+($h, $name, $wpid) = start_slow_clone('source_ended');
+is(sq("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'slow' AND query LIKE 'COPY %'"),
+	't', 'source ended: the source\'s COPY is ended');
+($ret, $out, $err) = finish_psql($h);
+isnt($ret, 0, 'source ended: the clone fails');
+like($err, qr/could not read the rows of table "public"\."slow" of source "slow"/,
+	'source ended: the caller is told the read from the source failed');
+check_clone_cleaned_up($node, $name, 'source ended', 30, $wpid);
+is(untracked_sandboxes($node), '0', 'killed, source ended: no database or role is left untracked');
 
 # a cancel in the middle of the copy
 ($h, $name, $wpid) = start_slow_clone('canceled');
