@@ -6,8 +6,8 @@
 # and a clone of it, drops held by other roles (a janitor in another
 # database, a blocked role dropped by a later pass), a masked and reduced
 # clone (a followed table, a down table that refers to itself, a
-# partitioned one, a share of pages), a parallel dump and restore, a pool
-# fill,
+# partitioned one, a share of pages), a parallel dump and restore, a
+# table copied by the clone worker, a pool fill,
 # the metrics view and a flush of the noted logins, then print every error
 # whose stack reaches pgsandbox.so and count those of any kind.  Debian's
 # PostgreSQL is built without valgrind's memory-context support, so palloc'd
@@ -106,6 +106,13 @@ P -d par -c "CREATE TABLE p1 AS SELECT g AS id, md5(g::text) AS t FROM generate_
 P -d postgres -c "SELECT pgsandbox.add_source('par', 'dbname=par', allow_data => true)" >/dev/null
 sleep 1
 G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('par', schema_only => false)")
+P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
+# the largest table copied by the clone worker, in binary (bulk_copy.c,
+# copy_relay.c)
+P -d src -c "VACUUM ANALYZE"
+P -d postgres -c "ALTER SYSTEM SET pgsandbox.bulk_copy_min_size = 0" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src', schema_only => false, fresh => true)")
 P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
