@@ -27,16 +27,6 @@ my $node = sandbox_node('parallel',
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
-# Set a pgsandbox setting and wait until new sessions see it.
-sub set_setting
-{
-	my ($name, $value) = @_;
-	sq("ALTER SYSTEM SET pgsandbox.$name = '$value'");
-	sq('SELECT pg_reload_conf()');
-	ok(wait_until(sub { sq("SHOW pgsandbox.$name") eq $value }), "pgsandbox.$name is $value");
-	return;
-}
-
 # A digest of every table's rows, read through $conninfo or in database $db.
 my $digest_sql = q{
 SELECT string_agg(format('%s:%s', c.relname,
@@ -101,7 +91,7 @@ is(in_sandbox($par_conn,
 	'0', 'parallel: every restored object belongs to the sandbox role');
 is(scalar tmp_entries($node), 0, 'parallel: the archive directory is removed');
 
-set_setting('clone_jobs', '1');
+set_setting($node, 'clone_jobs', '1');
 my ($ser, $ser_conn) = split /\|/,
   sq("SELECT name, conninfo FROM pgsandbox.clone('shop', schema_only => false)");
 unlike(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$ser' AND action = 'ready'"),
@@ -111,20 +101,20 @@ is(in_sandbox($ser_conn, $shape_sql), $source_shape, 'serial: the same indexes, 
 sq("SELECT pgsandbox.drop('$ser')");
 
 # more jobs than max_concurrent_clones allows: it takes what is free
-set_setting('clone_jobs', '8');
+set_setting($node, 'clone_jobs', '8');
 my $many = sq("SELECT name FROM pgsandbox.clone('shop', schema_only => false)");
 like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$many' AND action = 'ready'"),
 	qr/dumped and restored with 4 jobs/, 'no more jobs than max_concurrent_clones');
 sq("SELECT pgsandbox.drop('$many')");
 
 # a source below parallel_min_size streams
-set_setting('parallel_min_size', '1TB');
+set_setting($node, 'parallel_min_size', '1TB');
 my $small = sq("SELECT name FROM pgsandbox.clone('shop', schema_only => false)");
 unlike(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$small' AND action = 'ready'"),
 	qr/jobs/, 'a source below parallel_min_size streams');
 sq("SELECT pgsandbox.drop('$small')");
-set_setting('parallel_min_size', '0');
-set_setting('clone_jobs', '3');
+set_setting($node, 'parallel_min_size', '0');
+set_setting($node, 'clone_jobs', '3');
 
 # three tables alike: no one of them holds half the pages
 make_slow_source($node, 'slow', 3000, 5,

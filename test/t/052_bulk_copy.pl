@@ -32,15 +32,6 @@ my $node = sandbox_node('bulk',
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
-sub set_setting
-{
-	my ($name, $value) = @_;
-	sq("ALTER SYSTEM SET pgsandbox.$name = '$value'");
-	sq('SELECT pg_reload_conf()');
-	ok(wait_until(sub { sq("SHOW pgsandbox.$name") eq $value }), "pgsandbox.$name is $value");
-	return;
-}
-
 # every table's rows, as text, digested in order; and the objects around them
 my $digest_sql = q{
 SELECT string_agg(format('%s:%s', c.oid::regclass,
@@ -174,18 +165,18 @@ is(in_sandbox($schema_conn, q{SELECT count(*) FROM "Odd ""schema"""."Big.table*?
 sq("SELECT pgsandbox.drop('$schema')");
 
 # the setting at -1: pg_dump carries every row, the same contents
-set_setting('bulk_copy_min_size', '-1');
+set_setting($node, 'bulk_copy_min_size', '-1');
 my ($off, $off_conn) = split /\|/,
   sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
 unlike(ready_event($off), qr/copied by the worker/, 'off: no table is copied by the worker');
 is(in_sandbox($off_conn, $digest_sql), $source_digest, 'off: every table holds the source\'s rows');
 sq("SELECT pgsandbox.drop('$off')");
 # larger than the table: neither
-set_setting('bulk_copy_min_size', '1GB');
+set_setting($node, 'bulk_copy_min_size', '1GB');
 my $large = sq("SELECT name FROM pgsandbox.clone('wide', schema_only => false)");
 unlike(ready_event($large), qr/copied by the worker/, 'a table below bulk_copy_min_size goes through pg_dump');
 sq("SELECT pgsandbox.drop('$large')");
-set_setting('bulk_copy_min_size', '0');
+set_setting($node, 'bulk_copy_min_size', '0');
 
 # ---------------------------------------------------------------------------
 # a column of a type the source made: text, converted by each end

@@ -27,7 +27,7 @@ our @EXPORT = qw(
   check_clone_cleaned_up processes_matching
   tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
-  set_bin_dir pg_dump_keeping_all_rows files_holding
+  set_bin_dir set_setting pg_dump_keeping_all_rows files_holding
 );
 
 # The nodes made by sandbox_node, for the watchdog below
@@ -427,6 +427,18 @@ sub replace_password
 	my ($conninfo, $password) = @_;
 	(my $c = $conninfo) =~ s/password=\S+/password=$password/;
 	return $c;
+}
+
+# Set pgsandbox.$name to $value and wait until new sessions see it.
+sub set_setting
+{
+	my ($node, $name, $value) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET pgsandbox.$name = '$value'");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	ok(wait_until(sub { $node->safe_psql('postgres', "SHOW pgsandbox.$name") eq $value }),
+		"pgsandbox.$name is $value");
+	return;
 }
 
 # Set pgsandbox.bin_dir and wait until new processes see it.
