@@ -61,9 +61,9 @@
 #include "utils/wait_event.h"
 
 /*
- * The source's largest table or materialized view, if it holds half the
- * pages and at least $1 bytes: its oid, schema and name.  Only catalogs
- * are read.
+ * The source's largest table or materialized view, if it is a table (LOCK
+ * TABLE refuses a materialized view), holds half the pages and at least $1
+ * bytes: its oid, schema and name.  Only catalogs are read.
  */
 #define SBX_BULK_LARGEST_SQL \
 	"WITH sizes AS (" \
@@ -76,7 +76,8 @@
 	"SELECT c.oid, n.nspname, c.relname FROM sizes s" \
 	"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.oid" \
 	"  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace" \
-	" WHERE s.pages OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.>=) (SELECT pg_catalog.sum(pages) FROM sizes)" \
+	" WHERE c.relkind OPERATOR(pg_catalog.=) 'r'" \
+	"   AND s.pages OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.>=) (SELECT pg_catalog.sum(pages) FROM sizes)" \
 	"   AND s.pages OPERATOR(pg_catalog.>) 0" \
 	"   AND s.pages OPERATOR(pg_catalog.*) pg_catalog.current_setting('block_size')::pg_catalog.int8" \
 	"       OPERATOR(pg_catalog.>=) $1::pg_catalog.int8" \
