@@ -385,7 +385,8 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	/* rows come one to a message: they leave in messages of 64 kB */
 	if (!sbx_copy_relay(reader, sandbox))
 	{
-		(void) PQputCopyEnd(sandbox, NULL);
+		/* a failure, never a success of what went in so far */
+		(void) PQputCopyEnd(sandbox, "the relay of the rows failed");
 		sbx_bulk_failed(sandbox, libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION),
 						bulk, source, false);
 	}

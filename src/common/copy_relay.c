@@ -93,8 +93,8 @@ sbx_relay_send(PGconn *to, const char *data, int len)
 /*
  * Relay every row 'from' sends into 'to', both in their COPY.  Returns
  * true when 'from' has sent its last (its result then tells how it
- * ended); false as soon as 'to' failed, when the caller ends its COPY and
- * reads why from its result.
+ * ended); false as soon as 'to' failed, when the caller ends its COPY as
+ * failed (PQputCopyEnd with a message) and reads why from its result.
  */
 bool
 sbx_copy_relay(PGconn *from, PGconn *to)

@@ -904,7 +904,8 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 	/* in messages of 64 kB, the receiver waited for with the latch */
 	if (!sbx_copy_relay(m->reader, sandbox))
 	{
-		(void) PQputCopyEnd(sandbox, NULL);
+		/* a failure, never a success of what went in so far */
+		(void) PQputCopyEnd(sandbox, "the relay of the rows failed");
 		sbx_masked_write_failed(sandbox, table,
 								libpqsrv_get_result_last(sandbox, PG_WAIT_EXTENSION));
 	}
