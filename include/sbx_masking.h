@@ -74,7 +74,8 @@ typedef struct SbxMasking
 	PGconn	   *reader;
 	const char *source;
 	const char *trusted_owners;	/* the source's, as text[] */
-	char	   *snapshot;		/* exported by the reader */
+	char	   *snapshot;		/* exported by the reader (a live build's:
+								 * its slot's) */
 	char	   *encoding;		/* the source's, in which rows travel */
 	List	   *excluded;		/* exact pg_dump patterns of tables whose
 								 * rows are left out or copied here */
@@ -111,7 +112,7 @@ extern void sbx_table_pattern_regex(const char *pattern, char **schema_re,
 extern SbxMasking *sbx_masking_begin(PGconn *reader, const char *source,
 									 const char *trusted_owners, List *masks,
 									 List *patterns, List *subsets,
-									 int rules_encoding);
+									 int rules_encoding, const char *live_snapshot);
 extern PGresult *sbx_reader_exec(SbxMasking *m, const char *sql, int nparams,
 								 const char *const *params, int expect);
 extern SbxMaskedTable *sbx_masked_table(SbxMasking *m, Oid relid, const char *schema,

@@ -1,7 +1,8 @@
 --
 -- live: set_live() and unset_live() refuse what cannot be followed, with a
 -- clear error, and change nothing; the server of this suite runs with
--- wal_level = replica, so no source here can be live
+-- wal_level = replica, so no source here can be live (a source with an
+-- exclude_data rule gets as far as that check: 053 makes one live)
 --
 CREATE ROLE regress_repl LOGIN REPLICATION PASSWORD 'regress_pw';
 SELECT pgsandbox.add_source('live_nodata', 'dbname=contrib_regression user=regress_repl password=regress_pw');
@@ -14,6 +15,9 @@ SELECT pgsandbox.mask('live_masked', 'public.regress_live_t.secret', $$'x'$$);
 SELECT pgsandbox.add_source('live_excl', 'dbname=contrib_regression user=regress_repl password=regress_pw',
                             allow_data => true);
 SELECT pgsandbox.exclude_data('live_excl', 'public.regress_live_t');
+SELECT pgsandbox.add_source('live_subset', 'dbname=contrib_regression user=regress_repl password=regress_pw',
+                            allow_data => true);
+SELECT pgsandbox.subset('live_subset', 'public.regress_live_t', 'id < 10');
 SELECT pgsandbox.add_source('live_ok', 'dbname=contrib_regression user=regress_repl password=regress_pw',
                             allow_data => true);
 
@@ -41,6 +45,7 @@ SELECT sql, pg_temp.try(sql) AS refused FROM (VALUES
 	('SELECT pgsandbox.set_live(''live_nopw'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_masked'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_excl'', ''pub'')'),
+	('SELECT pgsandbox.set_live(''live_subset'', ''pub'')'),
 	('SELECT pgsandbox.set_live(''live_ok'', ''pub'')'),
 	('SELECT pgsandbox.unset_live(''live_ok'')'),
 	('SELECT pgsandbox.unset_live(''nosuchsource'')'),
@@ -75,6 +80,7 @@ SELECT pgsandbox.remove_source('live_nodata');
 SELECT pgsandbox.remove_source('live_nopw');
 SELECT pgsandbox.remove_source('live_masked');
 SELECT pgsandbox.remove_source('live_excl');
+SELECT pgsandbox.remove_source('live_subset');
 SELECT pgsandbox.remove_source('live_ok');
 DROP TABLE regress_live_t;
 DROP ROLE regress_live_user;

@@ -75,8 +75,9 @@ sbx_live_source_row(const char *source, SbxLiveSource *row)
 												 SPI_tuptable->tupdesc, 3, &isnull));
 	row->trusted_owners = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 
+	/* exclude_data rules are kept: a live build leaves those rows out */
 	if (SPI_execute_with_args("SELECT kind, target FROM pgsandbox.source_rule"
-							  " WHERE source = $1 ORDER BY kind, target",
+							  " WHERE source = $1 AND kind <> 'exclude_data' ORDER BY kind, target",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the rules of source \"%s\"", source);
 	if (SPI_processed > 0)
@@ -85,7 +86,7 @@ sbx_live_source_row(const char *source, SbxLiveSource *row)
 				 errmsg("source \"%s\" has rule %s(%s), and cannot be live", source,
 						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
 						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)),
-				 errdetail("A live snapshot is filled by the source's changes as they come, which no masking, subset, follow or exclude_data rule acts on."),
+				 errdetail("A live snapshot is filled by the source's changes as they come, which no masking, subset, follow or relate rule acts on."),
 				 errhint("Remove the source's rules first.")));
 }
 

@@ -108,6 +108,13 @@ static char *sbx_dump_snapshot = NULL;
  */
 static SbxBulkTable *sbx_bulk = NULL;
 
+/*
+ * A live build's tables whose rows exclude_data leaves out, as exact
+ * pg_dump patterns (masking.c): its subscription applies none of their
+ * changes (live_copy.c).
+ */
+static List *sbx_live_left_out = NIL;
+
 static SbxSourceInfo *sbx_fill_after_catalog(char **dump_env, char **restore_env,
 											 bool masked, PGconn *snapshot_reader);
 
@@ -905,7 +912,7 @@ sbx_fill_sandbox(void)
 	{
 		PG_TRY();
 		{
-			sbx_live_subscribe(&sbx_job);
+			sbx_live_subscribe(&sbx_job, sbx_live_left_out);
 		}
 		PG_CATCH();
 		{
@@ -965,7 +972,16 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 			sbx_job.data_as_of = GetCurrentTimestamp();
 			masking = sbx_masking_begin(reader, sbx_job.source, sbx_job.trusted_owners,
 										masks, patterns, subsets,
-										sbx_job.rules_encoding);
+										sbx_job.rules_encoding, sbx_dump_snapshot);
+			if (sbx_dump_snapshot != NULL)
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+				ListCell   *lc;
+
+				foreach(lc, masking->excluded)
+					sbx_live_left_out = lappend(sbx_live_left_out, pstrdup(lfirst(lc)));
+				MemoryContextSwitchTo(old);
+			}
 			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);
 			sbx_job_note(&sbx_job, "%s", sbx_masking_summary(masking));
 			/* everything but the rows, in the reader's snapshot (verify.c) */

@@ -25,6 +25,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_subscription.h"
+#include "catalog/pg_subscription_rel.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
@@ -142,10 +144,13 @@ sbx_live_build_end(SbxCloneJob *job, bool failed)
  * consistent point on, owned by pgsandbox_live.
  */
 void
-sbx_live_subscribe(SbxCloneJob *job)
+sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 {
 	const char *role = quote_identifier(job->name);
 	char	   *conninfo;
+	Oid			subid;
+	int			nskipped = 0;
+	ListCell   *lc;
 
 	/*
 	 * Again now, before the apply runs any of it: what was checked before
@@ -200,11 +205,43 @@ sbx_live_subscribe(SbxCloneJob *job)
 			"                     WHERE datname = pg_catalog.current_database())"
 			"   AND s.subname = $1", SPI_OK_SELECT, 1, (const char *[]) {job->name});
 	strlcpy(job->live_tables, sbx_spi_text(0, 1), sizeof(job->live_tables));
+
+	/*
+	 * The published tables whose rows exclude_data leaves out: none of
+	 * their changes is applied.  An apply passes over the changes of a
+	 * table its subscription keeps no state for (as it does those of a
+	 * table published since its last refresh), so their states go now,
+	 * before its first start, which waits for this transaction's commit.
+	 */
+	subid = get_subscription_oid(job->name, false);
+	foreach(lc, left_out)
+	{
+		char		subidbuf[16];
+		bool		isnull;
+
+		snprintf(subidbuf, sizeof(subidbuf), "%u", subid);
+		sbx_spi("SELECT r.srrelid FROM pg_catalog.pg_subscription_rel r"
+				"  JOIN pg_catalog.pg_class c ON c.oid = r.srrelid"
+				"  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+				" WHERE r.srsubid = $1::pg_catalog.oid"
+				"   AND '\"' || pg_catalog.replace(n.nspname, '\"', '\"\"') || '\".\"'"
+				"       || pg_catalog.replace(c.relname, '\"', '\"\"') || '\"' = $2",
+				SPI_OK_SELECT, 2, (const char *[]) {subidbuf, lfirst(lc)});
+		if (SPI_processed == 0)
+			continue;
+		RemoveSubscriptionRel(subid,
+							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
+		nskipped++;
+	}
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	sbx_job_note(job, "following publication \"%s\" of the source through slot \"%s\"",
 			 job->live_publication, job->live_slot);
+	if (nskipped > 0)
+		sbx_job_note(job, "the changes of %d published table%s whose rows exclude_data leaves out are not applied",
+					 nskipped, nskipped == 1 ? "" : "s");
 }
 
 /*

@@ -632,10 +632,17 @@ sbx_masked_columns(SbxMasking *m, SbxMaskedTable *table)
  * text is in encoding rules_encoding (the admin database's; this worker
  * is connected to the sandbox's).  The reader stays open, in that
  * transaction, until the clone is filled.
+ *
+ * A live build (live_copy.c) passes the snapshot its slot exported: the
+ * reader reads in it instead of one of its own, so that the dump holds
+ * the source exactly as the subscription takes it up.  Only exclude_data
+ * rules apply to a live source: no table is masked or reduced, and none
+ * needs a lock before the snapshot.
  */
 SbxMasking *
 sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners,
-				  List *masks, List *patterns, List *subsets, int rules_encoding)
+				  List *masks, List *patterns, List *subsets, int rules_encoding,
+				  const char *live_snapshot)
 {
 	SbxMasking *m = palloc0(sizeof(SbxMasking));
 	List	   *excluded_oids = NIL;
@@ -681,12 +688,24 @@ sbx_masking_begin(PGconn *reader, const char *source, const char *trusted_owners
 	lock = sbx_rule_tables_lock(m, all_masks);
 	PQclear(sbx_reader_exec(m, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 							0, NULL, PGRES_COMMAND_OK));
-	if (lock != NULL)
-		PQclear(sbx_reader_exec(m, lock, 0, NULL, PGRES_COMMAND_OK));
-	res = sbx_reader_exec(m, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
-						  PGRES_TUPLES_OK);
-	m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
-	PQclear(res);
+	if (live_snapshot != NULL)
+	{
+		if (all_masks != NIL || subsets != NIL)
+			elog(ERROR, "a live build of source \"%s\" has masking or subset rules", source);
+		PQclear(sbx_reader_exec(m, psprintf("SET TRANSACTION SNAPSHOT %s",
+											quote_literal_cstr(live_snapshot)),
+								0, NULL, PGRES_COMMAND_OK));
+		m->snapshot = pstrdup(live_snapshot);
+	}
+	else
+	{
+		if (lock != NULL)
+			PQclear(sbx_reader_exec(m, lock, 0, NULL, PGRES_COMMAND_OK));
+		res = sbx_reader_exec(m, "SELECT pg_catalog.pg_export_snapshot()", 0, NULL,
+							  PGRES_TUPLES_OK);
+		m->snapshot = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
 
 	if (any_key &&
 		strcmp(sbx_key_mask_targets(derived),

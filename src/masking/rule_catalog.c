@@ -167,8 +167,9 @@ sbx_rules_changed(const char *source)
 
 /*
  * In the caller's SPI connection: refuse a new rule of this kind for a live
- * source.  Its snapshot is filled by the source's own changes, applied as
- * they come: no mask, no subset and no exclusion acts on them.
+ * source, or a change of its exclude_data rules.  Its snapshot is filled by
+ * the source's own changes, applied as they come: no mask and no subset
+ * acts on them, and the tables it leaves out were found when it was built.
  */
 void
 sbx_refuse_rule_if_live(const char *source, const char *kind)
@@ -183,6 +184,12 @@ sbx_refuse_rule_if_live(const char *source, const char *kind)
 							  " WHERE name = $1 AND live_publication IS NOT NULL",
 							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up source \"%s\"", source);
+	if (SPI_processed > 0 && strcmp(kind, "exclude_data") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source \"%s\" is live, and its exclude_data rules cannot change", source),
+				 errdetail("Its live snapshot leaves out the rows of the tables its exclude_data rules matched when it was built, and does not apply their changes."),
+				 errhint("Call unset_live(), change the rules, and call set_live() again.")));
 	if (SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -237,6 +244,9 @@ sbx_remove_rule(const char *source, const char *kind, const char *target,
 
 	SPI_connect();
 	sbx_lock_source(source);
+	/* a live source has no other rules */
+	if (strcmp(kind, "exclude_data") == 0)
+		sbx_refuse_rule_if_live(source, kind);
 	values[0] = CStringGetTextDatum(source);
 	values[1] = CStringGetTextDatum(kind);
 	values[2] = CStringGetTextDatum(target);

@@ -65,36 +65,8 @@ sub clone_of
 	  sq("SELECT name, conninfo FROM pgsandbox.clone('$source', schema_only => false)");
 }
 
-# wait until the live snapshot of $source holds every change up to $at
-sub caught_up
-{
-	my ($source, $at, $what) = @_;
-	is( poll_value(
-			$node,
-			"SELECT live_as_of >= '$at'::timestamptz FROM pgsandbox.snapshots"
-			  . " WHERE source = '$source' AND NOT schema_only AND live",
-			't', 60),
-		't',
-		"$what: the live snapshot of $source holds the changes");
-}
-
-# the id of the live snapshot of $source that serves, once one does
-sub live_snapshot
-{
-	my ($source, $not) = @_;
-	my $id;
-	wait_until(
-		sub {
-			$id = sq("SELECT s.id FROM pgsandbox._current_snapshots() c"
-				  . " JOIN pgsandbox.sandbox s ON s.id = c.id"
-				  . " WHERE c.source = '$source' AND NOT c.schema_only"
-				  . "   AND s.live_slot IS NOT NULL AND s.live_errors = 0"
-				  . ($not ? " AND s.id <> $not" : ''));
-			return $id ne '';
-		},
-		120);
-	return $id;
-}
+sub caught_up { return live_caught_up($node, @_); }
+sub live_snapshot { return live_snapshot_of($node, @_); }
 
 $node->safe_psql('postgres', q{
 CREATE DATABASE shop;
@@ -393,21 +365,12 @@ sq(q{SELECT pgsandbox.remove_source('wide')});
 # ---------------------------------------------------------------------
 # a source on another server, stopped and started again
 # ---------------------------------------------------------------------
-my $far = PostgreSQL::Test::Cluster->new('far');
-$far->init;
-$far->append_conf('postgresql.conf',
-	"wal_level = logical\nmax_wal_senders = 5\nmax_replication_slots = 5\npassword_encryption = 'scram-sha-256'\n");
-open $fh, '>', $far->data_dir . '/pg_hba.conf' or die $!;
-print $fh "local all " . superuser_name() . " trust\nlocal all all scram-sha-256\n";
-close $fh;
-$far->start;
+my ($far, $far_conninfo) = logical_source('far', 'farpw', 'postgres');
 $far->safe_psql('postgres', q{
-CREATE ROLE repl LOGIN REPLICATION PASSWORD 'farpw' IN ROLE pg_read_all_data;
 CREATE TABLE orders (id bigserial PRIMARY KEY, note text NOT NULL, amount int NOT NULL);
 INSERT INTO orders (note, amount) SELECT 'f' || g, g FROM generate_series(1, 100) g;
 CREATE PUBLICATION farpub FOR TABLE orders;
 });
-my $far_conninfo = 'host=' . $far->host . ' port=' . $far->port . ' dbname=postgres user=repl password=farpw';
 sq("SELECT pgsandbox.add_source('far', '$far_conninfo', allow_data => true)");
 sq(q{SELECT pgsandbox.set_live('far', 'farpub')});
 my $far_snap = live_snapshot('far');

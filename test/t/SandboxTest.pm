@@ -28,6 +28,7 @@ our @EXPORT = qw(
   tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
   set_bin_dir set_setting pg_dump_keeping_all_rows files_holding
+  live_snapshot_of live_caught_up logical_source
 );
 
 # The nodes made by sandbox_node, for the watchdog below
@@ -439,6 +440,64 @@ sub set_setting
 	ok(wait_until(sub { $node->safe_psql('postgres', "SHOW pgsandbox.$name") eq $value }),
 		"pgsandbox.$name is $value");
 	return;
+}
+
+# The id of the live snapshot of source $source on $node that serves (other
+# than $not, if given), once one does; '' after 120 s without one.
+sub live_snapshot_of
+{
+	my ($node, $source, $not) = @_;
+	my $id;
+	wait_until(
+		sub {
+			$id = $node->safe_psql('postgres',
+				    "SELECT s.id FROM pgsandbox._current_snapshots() c"
+				  . " JOIN pgsandbox.sandbox s ON s.id = c.id"
+				  . " WHERE c.source = '$source' AND NOT c.schema_only"
+				  . "   AND s.live_slot IS NOT NULL AND s.live_errors = 0"
+				  . ($not ? " AND s.id <> $not" : ''));
+			return $id ne '';
+		},
+		120);
+	return $id;
+}
+
+# Pass if the live snapshot of $source on $node comes to hold every change
+# the source committed up to time $at (the source's clock) within 60 s.
+sub live_caught_up
+{
+	my ($node, $source, $at, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	is( poll_value(
+			$node,
+			"SELECT live_as_of >= '$at'::timestamptz FROM pgsandbox.snapshots"
+			  . " WHERE source = '$source' AND NOT schema_only AND live",
+			't', 60),
+		't',
+		"$what: the live snapshot of $source holds the changes");
+	return;
+}
+
+# A server of its own, ready to be a live source: wal_level logical, logins
+# by password (scram) but for the bootstrap superuser's own, and a role
+# "repl" with REPLICATION, pg_read_all_data and password $password.
+# Returns the node and the conninfo of "repl" to database $db.
+sub logical_source
+{
+	my ($name, $password, $db) = @_;
+	my $src = PostgreSQL::Test::Cluster->new($name);
+	$src->init;
+	$src->append_conf('postgresql.conf',
+		    "wal_level = logical\nmax_wal_senders = 5\nmax_replication_slots = 5\n"
+		  . "password_encryption = 'scram-sha-256'\n");
+	open my $fh, '>', $src->data_dir . '/pg_hba.conf' or die $!;
+	print $fh "local all " . superuser_name() . " trust\nlocal all all scram-sha-256\n";
+	close $fh;
+	$src->start;
+	$src->safe_psql('postgres',
+		"CREATE ROLE repl LOGIN REPLICATION PASSWORD '$password' IN ROLE pg_read_all_data");
+	return ($src,
+		'host=' . $src->host . ' port=' . $src->port . " dbname=$db user=repl password=$password");
 }
 
 # Set pgsandbox.bin_dir and wait until new processes see it.

@@ -1,0 +1,234 @@
+
+# 053_live_exclude_data.pl: a live source's exclude_data rules leave the
+# rows of the tables they match out of its live snapshot, from the build's
+# dump on and in every change applied after it (clone/live_copy.c).
+#
+# A source on a server of its own, whose publication publishes a followed
+# table, a table an exclude_data rule names and a partitioned table a
+# pattern matches (its partitions published), beside an unpublished
+# excluded table.  Each excluded table holds a marker string:
+# - set_live() takes the source with its exclude_data rules (it refused
+#   them before); the build's event says how many published tables'
+#   changes are not applied, and its subscription keeps no state for them;
+# - inserts, updates, deletes and a TRUNCATE of the excluded tables reach no
+#   copy, while the followed table's reach every new copy; the apply fails
+#   on none of them;
+# - no file of the live snapshot's database, nor of the host's WAL, holds a
+#   marker (while they do hold the followed table's marker: the scan finds
+#   what is there);
+# - a table the pattern matches, added to the publication: a rebuild, and
+#   the new live snapshot leaves it out too;
+# - exclude_data rules cannot change while the source is live (55000), and
+#   can once unset_live() has run, which leaves no subscription and no slot.
+
+use strict;
+use warnings FATAL => 'all';
+
+use File::Find;
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use SandboxTest;
+use Test::More;
+
+my $node = sandbox_node('live_excl',
+	    "pgsandbox.max_sandboxes_per_owner = 50\n"
+	  . "pgsandbox.copy_strategy = wal_log\n");
+
+sub sq { return $node->safe_psql('postgres', $_[0]); }
+
+sub in_sandbox
+{
+	my ($conninfo, $sql) = @_;
+	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
+	die "in sandbox: $err" if $ret != 0;
+	return $out;
+}
+
+sub clone_of
+{
+	return split /\|/,
+	  sq("SELECT name, conninfo FROM pgsandbox.clone('src', schema_only => false)");
+}
+
+# how many files under $dir hold $needle
+sub files_under_holding
+{
+	my ($dir, $needle) = @_;
+	my $n = 0;
+	find(
+		sub {
+			return unless -f $_;
+			$n++ if index(slurp_file($_), $needle) >= 0;
+		},
+		$dir);
+	return $n;
+}
+
+my $kept = 'zq7kept-3301';         # in the followed table
+my $hidden = 'zq7hidden-4402';     # in every excluded table
+
+my ($src, $conninfo) = logical_source('src', 'srcpw', 'postgres');
+$src->safe_psql('postgres', qq{
+CREATE TABLE orders (id bigserial PRIMARY KEY, note text NOT NULL);
+INSERT INTO orders (note) SELECT 'o' || g FROM generate_series(1, 100) g;
+CREATE TABLE events (id bigserial PRIMARY KEY, payload text NOT NULL);
+INSERT INTO events (payload) SELECT '$hidden before ' || g FROM generate_series(1, 50) g;
+CREATE INDEX events_payload ON events (payload);
+CREATE TABLE log_lines (id bigserial PRIMARY KEY, line text);
+INSERT INTO log_lines (line) VALUES ('$hidden unpublished');
+CREATE TABLE parted (id int NOT NULL, v text, PRIMARY KEY (id)) PARTITION BY RANGE (id);
+CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (1000);
+CREATE TABLE parted_2 PARTITION OF parted FOR VALUES FROM (1000) TO (2000);
+INSERT INTO parted SELECT g, '$hidden parted ' || g FROM generate_series(1, 1999, 7) g;
+CREATE PUBLICATION pub FOR TABLE orders, events, parted;
+});
+my $src_counts = q{SELECT (SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM log_lines)
+                    || ' ' || (SELECT count(*) FROM parted)};
+my $orders = q{SELECT count(*) || ' ' || md5(string_agg(id || ':' || note, ',' ORDER BY id)) FROM orders};
+my $empty = q{SELECT (SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM log_lines)
+               || ' ' || (SELECT count(*) FROM parted)};
+
+sq("SELECT pgsandbox.add_source('src', '$conninfo', allow_data => true)");
+sq(q{SELECT pgsandbox.exclude_data('src', 'public.events')});
+sq(q{SELECT pgsandbox.exclude_data('src', 'public.log_*')});
+sq(q{SELECT pgsandbox.exclude_data('src', 'public.parted')});
+
+# ---------------------------------------------------------------------
+# the build
+# ---------------------------------------------------------------------
+sq(q{SELECT pgsandbox.set_live('src', 'pub')});
+my $snap = live_snapshot_of($node, 'src');
+ok($snap, 'set_live() takes a source with exclude_data rules, and builds its live snapshot');
+like(sq("SELECT detail FROM pgsandbox.events e JOIN pgsandbox.sandbox s ON s.name = e.sandbox"
+		  . " WHERE s.id = $snap AND e.action = 'snapshot'"),
+	qr/the changes of 3 published tables whose rows exclude_data leaves out are not applied/,
+	'its event says the changes of the excluded published tables (events and two partitions) are not applied');
+my $snap_db = sq("SELECT db_oid FROM pgsandbox.sandbox WHERE id = $snap");
+# (pg_subscription_rel is each database's own)
+is( $node->safe_psql(sq("SELECT name FROM pgsandbox.sandbox WHERE id = $snap"),
+		"SELECT string_agg(srrelid::regclass::text, ',' ORDER BY 1) FROM pg_subscription_rel"),
+	'orders', 'its subscription keeps a state for the followed table alone');
+
+my ($a_name, $a_conn) = clone_of();
+is(in_sandbox($a_conn, $orders), $src->safe_psql('postgres', $orders),
+	'a copy holds the followed table as the source does');
+is(in_sandbox($a_conn, $empty), '0 0 0', 'and no row of the excluded tables');
+is(in_sandbox($a_conn, q{SELECT count(*) FROM pg_indexes WHERE indexname = 'events_payload'}),
+	'1', 'whose definitions it keeps');
+isnt($src->safe_psql('postgres', $src_counts), '0 0 0', 'while the source holds rows in them');
+
+# ---------------------------------------------------------------------
+# changes
+# ---------------------------------------------------------------------
+$src->safe_psql('postgres', qq{
+INSERT INTO events (payload) SELECT '$hidden after ' || g FROM generate_series(1, 20) g;
+UPDATE events SET payload = payload || ' $hidden updated' WHERE id % 3 = 0;
+DELETE FROM events WHERE id % 5 = 0;
+INSERT INTO parted VALUES (1500, '$hidden parted later'), (2, '$hidden parted later');
+UPDATE parted SET v = '$hidden moved' WHERE id = 8;
+INSERT INTO orders (note) VALUES ('$kept');
+UPDATE orders SET note = note || ' changed' WHERE id <= 10;
+DELETE FROM orders WHERE id BETWEEN 90 AND 95;
+});
+my $at = $src->safe_psql('postgres', 'SELECT now()');
+live_caught_up($node, 'src', $at, 'changes to followed and excluded tables');
+my ($b_name, $b_conn) = clone_of();
+is(in_sandbox($b_conn, $orders), $src->safe_psql('postgres', $orders),
+	'a new copy holds the followed table\'s changes');
+is(in_sandbox($b_conn, $empty), '0 0 0', 'and no row of the excluded tables');
+isnt(in_sandbox($a_conn, $orders), in_sandbox($b_conn, $orders), 'the earlier copy does not change');
+
+$src->safe_psql('postgres', q{TRUNCATE events; INSERT INTO orders (note) VALUES ('after the truncate')});
+$at = $src->safe_psql('postgres', 'SELECT now()');
+live_caught_up($node, 'src', $at, 'a TRUNCATE of an excluded table');
+my ($c_name, $c_conn) = clone_of();
+is(in_sandbox($c_conn, $orders), $src->safe_psql('postgres', $orders), 'changes after it arrive');
+is(in_sandbox($c_conn, q{SELECT last_value FROM events_id_seq}),
+	$src->safe_psql('postgres', q{SELECT last_value FROM events_id_seq}),
+	'an excluded table\'s sequence is the source\'s, as every sequence of a copy');
+is(sq("SELECT COALESCE(sum(st.apply_error_count), 0) FROM pg_stat_subscription_stats st"
+		  . " JOIN pg_subscription s ON s.oid = st.subid WHERE s.subdbid = $snap_db"),
+	'0', 'the apply failed on no change');
+is(sq("SELECT live_errors FROM pgsandbox.sandbox WHERE id = $snap"), '0', 'the live snapshot is sound');
+is(sq(q{SELECT count(*) FROM pgsandbox.events WHERE action = 'live_rebuild'}), '0', 'and not rebuilt');
+
+# ---------------------------------------------------------------------
+# what the host stores
+# ---------------------------------------------------------------------
+sq('CHECKPOINT');
+my $data = $node->data_dir;
+is(files_under_holding("$data/base/$snap_db", $hidden), 0,
+	'no file of the live snapshot\'s database holds a row of an excluded table');
+is(files_under_holding("$data/pg_wal", $hidden), 0, 'nor does the host\'s WAL');
+is(files_under_holding("$data/base", $hidden), 0, 'nor any database of the host');
+ok(files_under_holding("$data/base/$snap_db", $kept) > 0,
+	'while its files hold the followed table\'s new row');
+$src->safe_psql('postgres', 'CHECKPOINT');
+ok(files_under_holding($src->data_dir . '/base', $hidden) > 0, 'and the source\'s hold the excluded rows');
+
+# ---------------------------------------------------------------------
+# a table the pattern matches, published later: a rebuild leaves it out too
+# ---------------------------------------------------------------------
+$src->safe_psql('postgres', qq{
+CREATE TABLE log_more (id int PRIMARY KEY, line text);
+INSERT INTO log_more VALUES (1, '$hidden more');
+ALTER PUBLICATION pub ADD TABLE log_more;
+});
+my $snap2 = live_snapshot_of($node, 'src', $snap);
+ok($snap2, 'a table added to the publication: a new live snapshot');
+like(sq("SELECT detail FROM pgsandbox.events e JOIN pgsandbox.sandbox s ON s.name = e.sandbox"
+		  . " WHERE s.id = $snap2 AND e.action = 'snapshot'"),
+	qr/the changes of 4 published tables whose rows exclude_data leaves out are not applied/,
+	'which leaves out the new table\'s changes too');
+$src->safe_psql('postgres', qq{INSERT INTO log_more VALUES (2, '$hidden more later');
+INSERT INTO orders (note) VALUES ('after the rebuild')});
+$at = $src->safe_psql('postgres', 'SELECT now()');
+live_caught_up($node, 'src', $at, 'the new live snapshot');
+my ($d_name, $d_conn) = clone_of();
+is(in_sandbox($d_conn, $orders), $src->safe_psql('postgres', $orders), 'its copies hold the followed table');
+is(in_sandbox($d_conn, q{SELECT count(*) FROM log_more}), '0', 'and no row of the new table');
+my $snap2_db = sq("SELECT db_oid FROM pgsandbox.sandbox WHERE id = $snap2");
+sq('CHECKPOINT');
+is(files_under_holding("$data/base/$snap2_db", $hidden), 0, 'nor does any file of its database');
+
+# ---------------------------------------------------------------------
+# rules while live, and unset_live()
+# ---------------------------------------------------------------------
+my $rules = q{SELECT string_agg(target, ',' ORDER BY target) FROM pgsandbox.source_rules WHERE source = 'src'};
+my $rules_before = sq($rules);
+foreach my $call (q{pgsandbox.exclude_data('src', 'public.orders')},
+	q{pgsandbox.include_data('src', 'public.events')})
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "SELECT $call", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/55000: source "src" is live, and its exclude_data rules cannot change/,
+		"$call refused while the source is live (55000)");
+}
+is(sq($rules), $rules_before, 'the rules are as they were');
+
+my $slot = sq("SELECT live_slot FROM pgsandbox.sandbox WHERE id = $snap2");
+sq(q{SELECT pgsandbox.unset_live('src')});
+ok( wait_until(
+		sub {
+			sq(q{SELECT count(*) FROM pg_subscription}) eq '0'
+			  && $src->safe_psql('postgres',
+				"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'pgsandbox_%'") eq '0';
+		},
+		60),
+	'unset_live() leaves no subscription here and no slot on the source');
+sq(q{SELECT pgsandbox.include_data('src', 'public.events')});
+is(sq(q{SELECT count(*) FROM pgsandbox.source_rules WHERE source = 'src'}), '2',
+	'once the source is not live, its exclude_data rules can change');
+
+foreach my $n ($a_name, $b_name, $c_name, $d_name)
+{
+	sq("SELECT pgsandbox.drop('$n')");
+}
+sq(q{SELECT pgsandbox.remove_source('src')});
+is(untracked_sandboxes($node), 0, 'no database or role is left that pgsandbox does not track');
+
+$src->stop;
+$node->stop;
+done_testing();
