@@ -25,7 +25,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_subscription.h"
 #include "catalog/pg_subscription_rel.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
@@ -148,7 +147,6 @@ sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 {
 	const char *role = quote_identifier(job->name);
 	char	   *conninfo;
-	Oid			subid;
 	int			nskipped = 0;
 	ListCell   *lc;
 
@@ -213,25 +211,26 @@ sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 	 * table published since its last refresh), so their states go now,
 	 * before its first start, which waits for this transaction's commit.
 	 */
-	subid = get_subscription_oid(job->name, false);
 	foreach(lc, left_out)
 	{
-		char		subidbuf[16];
 		bool		isnull;
 
-		snprintf(subidbuf, sizeof(subidbuf), "%u", subid);
-		sbx_spi("SELECT r.srrelid FROM pg_catalog.pg_subscription_rel r"
+		sbx_spi("SELECT r.srsubid, r.srrelid FROM pg_catalog.pg_subscription s"
+				"  JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid"
 				"  JOIN pg_catalog.pg_class c ON c.oid = r.srrelid"
 				"  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-				" WHERE r.srsubid = $1::pg_catalog.oid"
+				" WHERE s.subdbid = (SELECT oid FROM pg_catalog.pg_database"
+				"                     WHERE datname = pg_catalog.current_database())"
+				"   AND s.subname = $1"
 				"   AND '\"' || pg_catalog.replace(n.nspname, '\"', '\"\"') || '\".\"'"
 				"       || pg_catalog.replace(c.relname, '\"', '\"\"') || '\"' = $2",
-				SPI_OK_SELECT, 2, (const char *[]) {subidbuf, lfirst(lc)});
+				SPI_OK_SELECT, 2, (const char *[]) {job->name, lfirst(lc)});
 		if (SPI_processed == 0)
 			continue;
-		RemoveSubscriptionRel(subid,
+		RemoveSubscriptionRel(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 1, &isnull)),
 							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-															 SPI_tuptable->tupdesc, 1, &isnull)));
+															 SPI_tuptable->tupdesc, 2, &isnull)));
 		nskipped++;
 	}
 	SPI_finish();

@@ -9,9 +9,12 @@
 #
 # start makes one throwaway cluster per VERSION under DIR (15 on the host,
 # 17 and 18 in their chroots), listening on 127.0.0.1 only, port 54000 +
-# VERSION, trusting the local superuser "postgres", and prints what the
-# tests read from PGSANDBOX_FOREIGN: "VERSION:PORT VERSION:PORT ...".  stop
-# stops them all.  Nothing else of the machine is touched.
+# VERSION, trusting the local superuser "postgres" and asking every other
+# role for its password (scram-sha-256, replication connections too), with
+# wal_level = logical so that a test can make one a live source
+# (test/t/054_live_cross_version.pl); it prints what the tests read from
+# PGSANDBOX_FOREIGN: "VERSION:PORT VERSION:PORT ...".  stop stops them
+# all.  Nothing else of the machine is touched.
 #
 set -euo pipefail
 
@@ -42,9 +45,15 @@ start)
 			unix_socket_directories = '$d'
 			fsync = off
 			max_connections = 30
+			wal_level = logical
+			password_encryption = 'scram-sha-256'
 		EOF
-		printf 'host all postgres 127.0.0.1/32 trust\n' >"$d/data/pg_hba.conf"
-		printf 'local all postgres trust\n' >>"$d/data/pg_hba.conf"
+		cat >"$d/data/pg_hba.conf" <<-EOF
+			host all postgres 127.0.0.1/32 trust
+			local all postgres trust
+			host all all 127.0.0.1/32 scram-sha-256
+			host replication all 127.0.0.1/32 scram-sha-256
+		EOF
 		bash "$here/run-in.sh" -u postgres -b "$dir" "$v" \
 			pg_ctl -D "$d/data" -l "$d/server.log" -w -t 60 start >/dev/null || {
 			echo "foreign: PostgreSQL $v did not start:" >&2; tail -n 20 "$d/server.log" >&2; exit 1; }

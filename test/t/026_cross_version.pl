@@ -24,7 +24,7 @@ use PostgreSQL::Test::Utils;
 use SandboxTest;
 use Test::More;
 
-my %port = map { split /:/ } split ' ', ($ENV{PGSANDBOX_FOREIGN} // '');
+my %port = foreign_ports();
 my $node = sandbox_node('xversion', "pgsandbox.max_concurrent_clones = 2\n");
 my $host_major = int($node->safe_psql('postgres', 'SHOW server_version_num') / 10000);
 my @older = grep { $_ < $host_major } sort { $a <=> $b } keys %port;
@@ -43,16 +43,7 @@ sub sq { return $node->safe_psql('postgres', $_[0]); }
 sub fq
 {
 	my ($version, $db, $sql) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
-			'-d', "host=127.0.0.1 port=$port{$version} user=postgres dbname=$db", '-c', $sql
-		],
-		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120))
-	  or die "on PostgreSQL $version: $err";
-	chomp $out;
-	return $out;
+	return foreign_psql($node, $port{$version}, $db, $sql);
 }
 
 sub in_sandbox

@@ -28,7 +28,7 @@ our @EXPORT = qw(
   tmp_entries sandbox_leftovers untracked_sandboxes
   make_slow_source replace_password
   set_bin_dir set_setting pg_dump_keeping_all_rows files_holding
-  live_snapshot_of live_caught_up logical_source
+  live_snapshot_of live_caught_up logical_source foreign_ports foreign_psql
 );
 
 # The nodes made by sandbox_node, for the watchdog below
@@ -498,6 +498,30 @@ sub logical_source
 		"CREATE ROLE repl LOGIN REPLICATION PASSWORD '$password' IN ROLE pg_read_all_data");
 	return ($src,
 		'host=' . $src->host . ' port=' . $src->port . " dbname=$db user=repl password=$password");
+}
+
+# The servers of other majors test/pg/foreign.sh started, from
+# PGSANDBOX_FOREIGN: a hash of major => port (empty without them).
+sub foreign_ports
+{
+	return map { split /:/ } split ' ', ($ENV{PGSANDBOX_FOREIGN} // '');
+}
+
+# SQL on the foreign server at $port, as its superuser, with $node's psql;
+# dies on error.
+sub foreign_psql
+{
+	my ($node, $port, $db, $sql) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+			'-d', "host=127.0.0.1 port=$port user=postgres dbname=$db", '-c', $sql
+		],
+		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120))
+	  or die "on the server at port $port: $err";
+	chomp $out;
+	return $out;
 }
 
 # Set pgsandbox.bin_dir and wait until new processes see it.
