@@ -26,5 +26,6 @@ typedef struct SbxDoctor
 extern void sbx_doctor_row(SbxDoctor *d, const char *check, bool ok, const char *detail);
 extern void sbx_doctor_live_source(SbxDoctor *d, const char *name, const char *publication,
 								   PGconn *conn);
+extern void sbx_doctor_live_lag(SbxDoctor *d, const char *name);
 
 #endif							/* SBX_API_H */

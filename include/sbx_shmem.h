@@ -69,7 +69,10 @@ typedef enum SbxPhase
 	SBX_PHASE_EXTENSIONS,
 	SBX_PHASE_DUMPING,			/* pg_dump to an archive */
 	SBX_PHASE_RESTORING,		/* pg_restore (with pg_dump, when streaming) */
-	SBX_PHASE_FINISHING			/* configuration rows, settings, ownership */
+	SBX_PHASE_FINISHING,		/* configuration rows, settings, ownership */
+	SBX_PHASE_CATCHING_UP		/* a copy of a live snapshot waits for its
+								 * apply: total is the source's WAL it had
+								 * left to apply */
 } SbxPhase;
 
 extern const char *const sbx_phase_names[];
@@ -375,6 +378,7 @@ extern void sbx_check_database(void);
 
 /* how far a clone job has come (progress.c) */
 extern void sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total);
+extern int64 sbx_progress_total(int j);
 
 /* clone slots and the moments of a clone (clone_jobs.c) */
 extern void sbx_release_clone_slots(int j, int64 sandbox_id);

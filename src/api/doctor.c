@@ -215,6 +215,9 @@ sbx_check_sources(SbxDoctor *d, int dump_major)
 			}
 			PG_END_TRY();
 		}
+		/* how far its live snapshot is behind, as this server last measured */
+		if (list_nth(publications, i) != NULL)
+			sbx_doctor_live_lag(d, name);
 		explicit_bzero(lfirst(lc), strlen(lfirst(lc)));
 		i++;
 	}

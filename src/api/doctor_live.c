@@ -4,8 +4,9 @@
  *	  doctor()'s checks of a live source, on a connection to it: what a live
  *	  snapshot needs there (wal_level), what its slot costs the source (the
  *	  WAL it keeps, and whether max_slot_wal_keep_size bounds it), what the
- *	  publication leaves out, and slots pgsandbox made there that no live
- *	  snapshot reads any more.
+ *	  publication leaves out (but for the tables exclude_data leaves out),
+ *	  and slots pgsandbox made there that no live snapshot reads any more;
+ *	  and, from this server's catalog, how far the live snapshot is behind.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +18,7 @@
 #include "sbx_api.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
+#include "sbx_masking.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 
@@ -42,17 +44,83 @@ sbx_known_slots(const char *name)
 	return slots;
 }
 
+/* Append element 'value' (NULL for a null) to the elements in 'buf'. */
+static void
+sbx_append_array_element(StringInfo buf, const char *value)
+{
+	if (buf->len > 0)
+		appendStringInfoChar(buf, ',');
+	if (value == NULL)
+	{
+		appendStringInfoString(buf, "NULL");
+		return;
+	}
+	appendStringInfoChar(buf, '"');
+	for (const char *c = value; *c; c++)
+	{
+		if (*c == '"' || *c == '\\')
+			appendStringInfoChar(buf, '\\');
+		appendStringInfoChar(buf, *c);
+	}
+	appendStringInfoChar(buf, '"');
+}
+
+/*
+ * The exclude_data patterns of source 'name' as regular expressions, for
+ * the source: schemas (NULL where a pattern names none) and tables, as two
+ * text[] literals of the same length.
+ */
+static void
+sbx_exclusion_regexes(const char *name, char **schemas, char **tables)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+	MemoryContext outer = CurrentMemoryContext;
+	StringInfoData s;
+	StringInfoData t;
+
+	initStringInfo(&s);
+	initStringInfo(&t);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT target FROM pgsandbox.source_rule"
+							  " WHERE source = $1 AND kind = 'exclude_data'",
+							  1, argtypes, values, NULL, true, 0) == SPI_OK_SELECT)
+	{
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			char	   *schema_re;
+			char	   *table_re;
+			MemoryContext inner = MemoryContextSwitchTo(outer);
+
+			sbx_table_pattern_regex(SPI_getvalue(SPI_tuptable->vals[i],
+												 SPI_tuptable->tupdesc, 1),
+									&schema_re, &table_re);
+			sbx_append_array_element(&s, schema_re);
+			sbx_append_array_element(&t, table_re);
+			MemoryContextSwitchTo(inner);
+		}
+	}
+	SPI_finish();
+	*schemas = psprintf("{%s}", s.data);
+	*tables = psprintf("{%s}", t.data);
+}
+
 void
 sbx_doctor_live_source(SbxDoctor *d, const char *name, const char *publication,
 					   PGconn *conn)
 {
-	const char *params[3];
+	const char *params[5];
 	PGresult   *res;
 	char	   *known = sbx_known_slots(name);
+	char	   *schemas;
+	char	   *tables;
 
+	sbx_exclusion_regexes(name, &schemas, &tables);
 	params[0] = publication;
 	params[1] = known;
 	params[2] = "pgsandbox\\_%";
+	params[3] = schemas;
+	params[4] = tables;
 	res = libpqsrv_exec_params(conn,
 							   "SELECT pg_catalog.current_setting('wal_level'),"
 							   "       COALESCE(pg_catalog.current_setting('max_slot_wal_keep_size', true), '-1'),"
@@ -72,12 +140,15 @@ sbx_doctor_live_source(SbxDoctor *d, const char *name, const char *publication,
 							   "                              AND t.tablename = c.relname)"
 							   "           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend e"
 							   "                            WHERE e.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-							   "                              AND e.objid = c.oid AND e.deptype = 'e')),"
+							   "                              AND e.objid = c.oid AND e.deptype = 'e')"
+							   "           AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest($4::text[]),"
+							   "                                            pg_catalog.unnest($5::text[])) p(s, t)"
+							   "                            WHERE (p.s IS NULL OR n.nspname ~ p.s) AND c.relname ~ p.t)),"
 							   "       (SELECT pg_catalog.string_agg(s.slot_name, ', ' ORDER BY s.slot_name)"
 							   "          FROM pg_catalog.pg_replication_slots s"
 							   "         WHERE s.slot_name LIKE $3 AND s.database = pg_catalog.current_database()"
 							   "           AND s.slot_name <> ALL ($2::text[]))",
-							   3, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);
+							   5, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		sbx_doctor_row(d, psprintf("live source \"%s\" can be followed", name), false,
@@ -112,4 +183,48 @@ sbx_doctor_live_source(SbxDoctor *d, const char *name, const char *publication,
 				   : psprintf("Slots no live snapshot reads: %s. They keep the source's WAL: drop them there with pg_drop_replication_slot().",
 							  PQgetvalue(res, 0, 4)));
 	PQclear(res);
+}
+
+/*
+ * How far the live snapshot of source 'name' that serves is behind it, as
+ * the lifecycle worker last measured (worker/live.c), against
+ * pgsandbox.live_max_lag.
+ */
+void
+sbx_doctor_live_lag(SbxDoctor *d, const char *name)
+{
+	Oid			argtypes[2] = {TEXTOID, INT4OID};
+	Datum		values[2] = {CStringGetTextDatum(name), Int32GetDatum(sbx_live_max_lag)};
+	char	   *check = psprintf("the live snapshot of source \"%s\" keeps up", name);
+	MemoryContext outer = CurrentMemoryContext;
+	char	   *detail = NULL;
+	bool		ok = false;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT s.live_as_of IS NOT NULL"
+							  "       AND ($2 <= 0 OR pg_catalog.now() - s.live_as_of <= $2 * interval '1 second'),"
+							  "       pg_catalog.format('It holds every change the source made up to %s'\n"
+							  "                         ' (%s s ago); its WAL not applied yet: %s;'\n"
+							  "                         ' pgsandbox.live_max_lag is %s s.',"
+							  "                         COALESCE(s.live_as_of::text, 'its build'),"
+							  "                         COALESCE(pg_catalog.round(pg_catalog.date_part('epoch',"
+							  "                                  pg_catalog.now() - s.live_as_of)::numeric, 1)::text, '?'),"
+							  "                         COALESCE(pg_catalog.pg_size_pretty(s.live_lag_bytes), 'none measured'),"
+							  "                         $2)"
+							  "  FROM pgsandbox._current_snapshots() c"
+							  "  JOIN pgsandbox.sandbox s ON s.id = c.id"
+							  " WHERE c.source = $1 AND NOT c.schema_only AND s.live_slot IS NOT NULL",
+							  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool		isnull;
+
+		ok = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		detail = detail ? MemoryContextStrdup(outer, detail) : NULL;
+	}
+	SPI_finish();
+	sbx_doctor_row(d, check, ok,
+				   detail ? detail
+				   : "No live snapshot of it serves yet: its clones dump the source, or copy an older snapshot, until one is built.");
 }

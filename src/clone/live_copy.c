@@ -31,6 +31,7 @@
 #include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
@@ -244,27 +245,36 @@ sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 }
 
 /*
- * Outside a transaction, in the admin database: whether the apply of the
- * live snapshot (database dboid, subscription 'name') has passed WAL
- * position 'lsn' of the source.
+ * Outside a transaction, in the admin database: how many bytes of the
+ * source's WAL the apply of the live snapshot (database dboid, subscription
+ * 'name') has still to pass to reach position 'lsn'; 0 once it has, -1 if
+ * it is not running.
  */
-static bool
-sbx_live_applied_past(Oid dboid, const char *name, const char *lsn)
+static int64
+sbx_live_behind(Oid dboid, const char *name, const char *lsn)
 {
 	char		dbbuf[16];
 	const char *args[3] = {dbbuf, name, lsn};
-	bool		passed;
+	int64		behind = -1;
 
 	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
 	sbx_xact_begin("pgsandbox: waiting for a live snapshot's apply");
-	sbx_spi("SELECT 1 FROM pg_catalog.pg_subscription s"
+	sbx_spi("SELECT GREATEST(0, pg_catalog.pg_wal_lsn_diff($3::pg_lsn,"
+			"                   GREATEST(a.received_lsn, a.latest_end_lsn)))::int8"
+			"  FROM pg_catalog.pg_subscription s"
 			"  JOIN pg_catalog.pg_stat_subscription a ON a.subid = s.oid AND a.relid IS NULL"
 			" WHERE s.subdbid = $1::oid AND s.subname = $2"
-			"   AND GREATEST(a.received_lsn, a.latest_end_lsn) >= $3::pg_lsn",
+			"   AND GREATEST(a.received_lsn, a.latest_end_lsn) IS NOT NULL",
 			SPI_OK_SELECT, 3, args);
-	passed = SPI_processed > 0;
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+
+		behind = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											 1, &isnull));
+	}
 	sbx_xact_commit();
-	return passed;
+	return behind;
 }
 
 /*
@@ -283,6 +293,8 @@ sbx_live_catch_up(SbxCloneJob *job)
 	SbxLiveProbe probe;
 	TimestampTz deadline;
 	bool		isnull;
+	int			progress = DatumGetInt32(MyBgworkerEntry->bgw_main_arg);
+	int64		copy_total = sbx_progress_total(progress);
 
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->snapshot_id);
 	sbx_xact_begin("pgsandbox: reading a live snapshot");
@@ -303,13 +315,21 @@ sbx_live_catch_up(SbxCloneJob *job)
 		return fallback;
 	}
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sbx_live_catchup_timeout);
-	for (;;)
+	for (bool first = true;; first = false)
 	{
-		if (sbx_live_applied_past(job->snapshot_dboid, job->snapshot_name, probe.lsn))
+		int64		behind = sbx_live_behind(job->snapshot_dboid, job->snapshot_name, probe.lsn);
+
+		if (behind == 0)
+		{
+			sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, copy_total);
 			return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
 														   CStringGetDatum(probe.now),
 														   ObjectIdGetDatum(InvalidOid),
 														   Int32GetDatum(-1)));
+		}
+		/* the progress view shows what the apply had left at the look */
+		if (first)
+			sbx_progress_set(progress, SBX_PHASE_CATCHING_UP, NULL, Max(behind, 0));
 		if (GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -317,6 +337,7 @@ sbx_live_catch_up(SbxCloneJob *job)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+	sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, copy_total);
 	sbx_job_note(job, "the apply did not reach the source's present within pgsandbox.live_catchup_timeout");
 	return fallback;
 }

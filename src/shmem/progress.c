@@ -11,7 +11,10 @@
  * shared memory.  done is what the new database has grown by since it was
  * created empty, total what it is expected to grow by (to the size of the
  * source's database, or of the snapshot copied), both in bytes; a dump and
- * restore builds indexes last, so done moves in steps.
+ * restore builds indexes last, so done moves in steps.  A copy of a live
+ * snapshot that waits for its apply to reach the source's present is
+ * 'catching up': total is then the source's WAL the apply had left to
+ * apply when the copy looked, and done is not known.
  *
  *-------------------------------------------------------------------------
  */
@@ -109,14 +112,16 @@ pgsandbox_progress(PG_FUNCTION_ARGS)
 		values[3] = CStringGetTextDatum(sbx_phase_names[p->phase]);
 		/* the database may be gone by now: its size is then unknown */
 		nulls[4] = true;
-		if (OidIsValid(p->dboid) && p->phase != SBX_PHASE_COPYING)
+		if (OidIsValid(p->dboid) && p->phase != SBX_PHASE_COPYING &&
+			p->phase != SBX_PHASE_CATCHING_UP)
 		{
 			int64		size = sbx_database_size(p->dboid);
 
 			values[4] = Int64GetDatum(Max(size - p->base, 0));
 			nulls[4] = (size < 0);
 		}
-		values[5] = Int64GetDatum(Max(p->total - p->base, 0));
+		values[5] = Int64GetDatum(p->phase == SBX_PHASE_CATCHING_UP ? p->total
+								  : Max(p->total - p->base, 0));
 		nulls[5] = (p->total < 0);
 		values[6] = TimestampTzGetDatum(p->started);
 		values[7] = ObjectIdGetDatum(p->owner);
@@ -152,6 +157,19 @@ sbx_progress_set(int j, SbxPhase phase, const char *name, int64 total)
 	if (total >= 0)
 		p->total = total;
 	LWLockRelease(sbx_shared->lock);
+}
+
+/* The total clone job j last recorded, -1 for none. */
+int64
+sbx_progress_total(int j)
+{
+	SbxProgress *p = &sbx_shared->progress[j];
+	int64		total;
+
+	LWLockAcquire(sbx_shared->lock, LW_SHARED);
+	total = p->total;
+	LWLockRelease(sbx_shared->lock);
+	return total;
 }
 
 /*

@@ -43,7 +43,7 @@
 
 const char *const sbx_kind_names[] = {"sandbox", "snapshot", "pool", "save"};
 const char *const sbx_phase_names[] = {"queued", "creating", "copying",
-	"extensions", "dumping", "restoring", "finishing"};
+	"extensions", "dumping", "restoring", "finishing", "catching up"};
 
 /*
  * Starting a clone takes four steps, each its own transaction, so that

@@ -13,11 +13,17 @@
 # - inserts, updates, deletes and a TRUNCATE of the excluded tables reach no
 #   copy, while the followed table's reach every new copy; the apply fails
 #   on none of them;
+# - a copy that waits for the apply (held on a lock) shows as 'catching up'
+#   in the progress view, and holds the change once the apply goes on;
 # - no file of the live snapshot's database, nor of the host's WAL, holds a
 #   marker (while they do hold the followed table's marker: the scan finds
 #   what is there);
 # - a table the pattern matches, added to the publication: a rebuild, and
 #   the new live snapshot leaves it out too;
+# - doctor() does not count the tables exclude_data leaves out among those
+#   the publication leaves out; it finds the live snapshot keeping up, and
+#   falling behind once
+#   the source is stopped for longer than pgsandbox.live_max_lag;
 # - exclude_data rules cannot change while the source is live (55000), and
 #   can once unset_live() has run, which leaves no subscription and no slot.
 
@@ -156,6 +162,38 @@ is(sq("SELECT live_errors FROM pgsandbox.sandbox WHERE id = $snap"), '0', 'the l
 is(sq(q{SELECT count(*) FROM pgsandbox.events WHERE action = 'live_rebuild'}), '0', 'and not rebuilt');
 
 # ---------------------------------------------------------------------
+# progress: a copy waiting for the apply is 'catching up'; the apply is
+# held on a lock in the live snapshot's database until the view shows it
+# ---------------------------------------------------------------------
+set_setting($node, 'live_catchup_timeout', '2min');
+my $snap_name = sq("SELECT name FROM pgsandbox.sandbox WHERE id = $snap");
+my $holder = start_psql($node, "dbname=$snap_name application_name=holder",
+	'BEGIN', 'LOCK TABLE public.orders IN ACCESS EXCLUSIVE MODE', 'SELECT pg_sleep(300)');
+ok( wait_until(
+		sub {
+			sq(q{SELECT count(*) FROM pg_stat_activity
+			      WHERE application_name = 'holder' AND query LIKE '%pg_sleep%'}) eq '1';
+		}),
+	'a session holds the followed table\'s lock in the live snapshot');
+$src->safe_psql('postgres', q{INSERT INTO orders (note) VALUES ('while the apply waits')});
+my $cloning = start_psql($node, 'dbname=postgres',
+	q{SELECT name || '|' || conninfo FROM pgsandbox.clone('src', schema_only => false)});
+is( poll_value(
+		$node,
+		q{SELECT phase || ' ' || (total > 0) FROM pgsandbox.progress WHERE source = 'src'},
+		'catching up true', 60),
+	'catching up true',
+	'the progress view shows the copy catching up, with the WAL the apply has left');
+sq(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'});
+finish_psql($holder);
+my ($ret_c, $out_c, $err_c) = finish_psql($cloning);
+is($ret_c, 0, 'the copy ends once the apply goes on') or diag($err_c);
+my ($e_name, $e_conn) = split /\|/, $out_c;
+is(in_sandbox($e_conn, $orders), $src->safe_psql('postgres', $orders),
+	'and holds the change the apply was held on');
+set_setting($node, 'live_catchup_timeout', '5s');
+
+# ---------------------------------------------------------------------
 # what the host stores
 # ---------------------------------------------------------------------
 sq('CHECKPOINT');
@@ -195,6 +233,31 @@ sq('CHECKPOINT');
 is(files_under_holding("$data/base/$snap2_db", $hidden), 0, 'nor does any file of its database');
 
 # ---------------------------------------------------------------------
+# doctor(): the live snapshot keeps up, until the source is away for longer
+# than pgsandbox.live_max_lag
+# ---------------------------------------------------------------------
+my $keeps_up = q{SELECT ok || ' ' || detail FROM pgsandbox.doctor()
+                  WHERE "check" = 'the live snapshot of source "src" keeps up'};
+like(sq($keeps_up), qr/^true It holds every change the source made up to /,
+	'doctor() finds the live snapshot keeping up');
+my $publishes = q{SELECT ok || ' ' || detail FROM pgsandbox.doctor()
+                   WHERE "check" = 'live source "src" publishes every table'};
+is(sq($publishes), 'true Publication "pub" publishes every table of the source.',
+	'doctor() does not count a table exclude_data leaves out among those the publication leaves out');
+$src->safe_psql('postgres', q{CREATE TABLE unpublished (id int)});
+is(sq($publishes),
+	'false Publication "pub" leaves out public.unpublished: their rows stay as the live snapshot\'s build found them.',
+	'while it names one that no rule leaves out');
+$src->safe_psql('postgres', q{DROP TABLE unpublished});
+set_setting($node, 'live_max_lag', '1s');
+$src->stop;
+ok(wait_until(sub { sq($keeps_up) =~ /^false / }, 60),
+	'with the source stopped past live_max_lag, doctor() says the live snapshot falls behind');
+like(sq($keeps_up), qr/\([0-9.]+ s ago\); its WAL not applied yet: [0-9]+ (bytes|kB|MB); pgsandbox.live_max_lag is 1 s\./,
+	'saying how far');
+$src->start;
+
+# ---------------------------------------------------------------------
 # rules while live, and unset_live()
 # ---------------------------------------------------------------------
 my $rules = q{SELECT string_agg(target, ',' ORDER BY target) FROM pgsandbox.source_rules WHERE source = 'src'};
@@ -222,7 +285,7 @@ sq(q{SELECT pgsandbox.include_data('src', 'public.events')});
 is(sq(q{SELECT count(*) FROM pgsandbox.source_rules WHERE source = 'src'}), '2',
 	'once the source is not live, its exclude_data rules can change');
 
-foreach my $n ($a_name, $b_name, $c_name, $d_name)
+foreach my $n ($a_name, $b_name, $c_name, $d_name, $e_name)
 {
 	sq("SELECT pgsandbox.drop('$n')");
 }

@@ -12,7 +12,8 @@
 #   followable;
 # - inserts, updates, deletes and a TRUNCATE reach new copies and not the
 #   earlier ones, with every sequence as the source has it, and a
-#   data_as_of no earlier than the changes;
+#   data_as_of no earlier than the changes; doctor() finds the live
+#   snapshot keeping up;
 # - a column added on the source: a live_rebuild event, then a new live
 #   snapshot with the column, whose copies hold the source;
 # - unset_live() and remove_source() leave no subscription here and no slot
@@ -102,6 +103,10 @@ TRUNCATE shop.notes;
 	is(in_sandbox($b_conn, $digest), $fq->(undef, $digest),
 		"PostgreSQL $v source: inserts, updates, deletes and a TRUNCATE reach a new copy");
 	is(in_sandbox($b_conn, $seq), $fq->(undef, $seq), "PostgreSQL $v source: with the source's sequence");
+	like(sq("SELECT ok || ' ' || detail FROM pgsandbox.doctor()"
+			  . " WHERE \"check\" = 'the live snapshot of source \"$source\" keeps up'"),
+		qr/^true It holds every change the source made up to .* \([0-9.]+ s ago\)/,
+		"PostgreSQL $v source: doctor() finds its live snapshot keeping up");
 	ok(sq("SELECT data_as_of >= '$at'::timestamptz FROM pgsandbox.sandbox WHERE name = '$b_name'") eq 't',
 		"PostgreSQL $v source: its data_as_of is no earlier than the changes");
 	isnt(in_sandbox($a_conn, $digest), in_sandbox($b_conn, $digest),
