@@ -30,14 +30,51 @@
 # builds and installs pgsandbox (unless SKIP_BUILD=1).  Writes
 # $OUTDIR/live.txt.
 #
+# LIVE_ON=18-xfs runs it on PostgreSQL 18 with the cluster on an XFS
+# filesystem with reflink, where copies are file clones (copy_strategy
+# auto): as root, it provisions the chroot of test/pg/provision.sh, builds
+# and installs pgsandbox there, makes the filesystem in a loop file
+# (test/pg/cow.sh, COW_SIZE=40G, sparse), and runs itself inside the
+# chroot as the "postgres" OS user.  Writes $OUTDIR/live-18-xfs.txt.
+#
 # Settings, from the environment:
 #   SCALE=50  CLIENTS=4  RATE=200  LAG_SECS=600  RUNS=5  LIVE_PORT=5537
-#   COPY_STRATEGY=file_copy  SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin
-#   OUTDIR=bench/out
+#   COPY_STRATEGY=file_copy (auto with LIVE_ON=18-xfs)  SKIP_BUILD=0
+#   PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out  LIVE_ON=  COW_SIZE=40G
 #
 set -Eeuo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "${LIVE_ON:-}" = 18-xfs ] && [ -z "${LIVE_INNER:-}" ]; then
+	[ "$(id -u)" = 0 ] || { echo "live.sh: LIVE_ON=18-xfs runs as root (a chroot, a loop filesystem)" >&2; exit 1; }
+	OUTDIR=${OUTDIR:-$repo/bench/out}
+	mkdir -p "$OUTDIR"
+	OUTDIR=$(cd "$OUTDIR" && pwd)
+	bash "$repo/test/pg/provision.sh" 18 >/dev/null
+	work=$(mktemp -d /tmp/pgsandbox-live18.XXXXXX)
+	cow=""
+	cleanup18() {
+		[ -f "$work/out/live.txt" ] && cp "$work/out/live.txt" "$OUTDIR/live-18-xfs.txt"
+		[ -f "$work/out/live-server.log" ] && cp "$work/out/live-server.log" "$OUTDIR/live-18-xfs-server.log"
+		[ -n "$cow" ] && bash "$repo/test/pg/cow.sh" stop "$work/cow"
+		rm -rf "$work"
+	}
+	trap cleanup18 EXIT
+	tar -C "$repo" --exclude=.git --exclude=node_modules --exclude='tmp_check*' \
+		--exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - . | tar -C "$work" -xf -
+	run=("$repo/test/pg/run-in.sh" -b "$work")
+	"${run[@]}" 18 make -C "$work" -s
+	"${run[@]}" 18 make -C "$work" -s install
+	cow=$(bash "$repo/test/pg/cow.sh" start "$work/cow" "${COW_SIZE:-40G}")
+	mkdir -p "$work/out"
+	chown -R postgres: "$work"
+	"${run[@]}" -b "$cow" -u postgres 18 env LIVE_ON=18-xfs LIVE_INNER=1 SKIP_BUILD=1 CLUSTER_DIR="$cow" \
+		PGBIN=/usr/lib/postgresql/18/bin OUTDIR="$work/out" COPY_STRATEGY="${COPY_STRATEGY:-auto}" \
+		SCALE="${SCALE:-50}" CLIENTS="${CLIENTS:-4}" RATE="${RATE:-200}" LAG_SECS="${LAG_SECS:-600}" \
+		RUNS="${RUNS:-5}" LIVE_PORT="${LIVE_PORT:-5537}" bash "$work/bench/live.sh"
+	exit 0
+fi
 SCALE=${SCALE:-50}
 CLIENTS=${CLIENTS:-4}
 RATE=${RATE:-200}
@@ -175,6 +212,12 @@ staticdb=$(q "SELECT s.name FROM pgsandbox._current_snapshots() c JOIN pgsandbox
               WHERE c.source = 'static' AND NOT c.schema_only")
 strategy=""
 [ "$COPY_STRATEGY" = auto ] || strategy=" STRATEGY $COPY_STRATEGY"
+# on 18 on XFS, the template copy clones its files too, as pgsandbox's does
+template_options=${PGOPTIONS:-}
+if [ "${LIVE_ON:-}" = 18-xfs ]; then
+	strategy=" STRATEGY FILE_COPY"
+	template_options="-c file_copy_method=clone"
+fi
 for round in $(seq 1 "$RUNS"); do
 	q "CHECKPOINT" >/dev/null
 	asked=$(q "SELECT clock_timestamp()")
@@ -201,7 +244,7 @@ for round in $(seq 1 "$RUNS"); do
 	# and a template copy of the static snapshot's database
 	q "CHECKPOINT" >/dev/null
 	t0=$(now_ms)
-	q "CREATE DATABASE bench_template TEMPLATE \"$staticdb\"$strategy" >/dev/null
+	PGOPTIONS=$template_options q "CREATE DATABASE bench_template TEMPLATE \"$staticdb\"$strategy" >/dev/null
 	t=$(( $(now_ms) - t0 ))
 	[ "$(accounts bench_template)" = "$want" ] || { echo "live.sh: the template copy lacks accounts" >&2; exit 1; }
 	q "DROP DATABASE bench_template" >/dev/null
@@ -219,6 +262,7 @@ done
 	echo "   live / static $(printf '%s\n' "${ratio[@]}" | median)x, live / manual $(printf '%s\n' "${ratio_m[@]}" | median)x," \
 		"live / template $(printf '%s\n' "${ratio_t[@]}" | median)x (medians of the per-round ratios);"
 	echo "   a live copy's data_as_of from the moment it was asked for (negative: older): median $(printf '%s\n' "${behind[@]}" | median) ms, at worst $(printf '%s\n' "${behind[@]}" | sort -n | head -1) ms"
+	echo "   copies made by: $(q "SELECT string_agg(DISTINCT substring(detail FROM 'copied [^()]*\\(([^)]*)\\)'), '; ') FROM pgsandbox.events WHERE action = 'ready' AND detail LIKE '%apply was paused%'")"
 	echo "   pauses: $(q "SELECT string_agg(substring(detail FROM 'paused for ([0-9.]+ s)'), ', ' ORDER BY at) FROM pgsandbox.events WHERE action = 'ready' AND detail LIKE '%apply was paused%'")"
 } | tee -a "$out"
 stop_load

@@ -8,6 +8,8 @@
 #   CLUSTER_NAME   used in the directory's and the saved log's names
 #   CLUSTER_PORT   the port
 #   PGBIN, OUTDIR, SKIP_BUILD
+#   CLUSTER_DIR    (optional) where its private directory is made, /tmp
+#                  unless set (bench/live.sh puts it on XFS for 18)
 # and gets:
 #   as_pg CMD...   run a program as the cluster's user, aimed at the cluster
 #   q SQL          run SQL in "postgres", unaligned, tuples only
@@ -25,7 +27,7 @@ fi
 
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-tmp=$(mktemp -d "/tmp/pgsandbox-$CLUSTER_NAME.XXXXXX")
+tmp=$(mktemp -d "${CLUSTER_DIR:-/tmp}/pgsandbox-$CLUSTER_NAME.XXXXXX")
 data=$tmp/data
 sock=$tmp/sock
 cluster_started=0
