@@ -21,6 +21,8 @@ extern void sbx_job_note(SbxCloneJob *job, const char *fmt,...) pg_attribute_pri
 /* making and copying live snapshots (live_copy.c) */
 extern char *sbx_live_build_begin(SbxCloneJob *job);
 extern void sbx_live_build_end(SbxCloneJob *job, bool failed);
+extern void sbx_live_check_left_out(PGconn *reader, const SbxCloneJob *job,
+									List *left_out);
 extern void sbx_live_subscribe(SbxCloneJob *job, List *left_out);
 extern void sbx_live_copy_begin(SbxCloneJob *job);
 extern void sbx_live_copy_end(SbxCloneJob *job);

@@ -201,19 +201,22 @@ sbx_doctor_live_lag(SbxDoctor *d, const char *name)
 	bool		ok = false;
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT s.live_as_of IS NOT NULL"
-							  "       AND ($2 <= 0 OR pg_catalog.now() - s.live_as_of <= $2 * interval '1 second'),"
-							  "       pg_catalog.format('It holds every change the source made up to %s'\n"
-							  "                         ' (%s s ago); its WAL not applied yet: %s;'\n"
-							  "                         ' pgsandbox.live_max_lag is %s s.',"
-							  "                         COALESCE(s.live_as_of::text, 'its build'),"
-							  "                         COALESCE(pg_catalog.round(pg_catalog.date_part('epoch',"
-							  "                                  pg_catalog.now() - s.live_as_of)::numeric, 1)::text, '?'),"
-							  "                         COALESCE(pg_catalog.pg_size_pretty(s.live_lag_bytes), 'none measured'),"
-							  "                         $2)"
-							  "  FROM pgsandbox._current_snapshots() c"
-							  "  JOIN pgsandbox.sandbox s ON s.id = c.id"
-							  " WHERE c.source = $1 AND NOT c.schema_only AND s.live_slot IS NOT NULL",
+	/* before the first measurement, the build's snapshot is the bound */
+	if (SPI_execute_with_args("WITH l AS (SELECT COALESCE(GREATEST(s.live_as_of, s.data_as_of), s.data_as_of) AS as_of,"
+							  "                  s.live_lag_bytes"
+							  "             FROM pgsandbox._current_snapshots() c"
+							  "             JOIN pgsandbox.sandbox s ON s.id = c.id"
+							  "            WHERE c.source = $1 AND NOT c.schema_only AND s.live_slot IS NOT NULL)"
+							  " SELECT $2 <= 0 OR pg_catalog.now() - l.as_of <= $2 * interval '1 second',"
+							  "        pg_catalog.format('It holds every change the source made up to %s'\n"
+							  "                          ' (%s s ago, by this server''s clock); its WAL not applied yet: %s;'\n"
+							  "                          ' pgsandbox.live_max_lag is %s.',"
+							  "                          l.as_of,"
+							  "                          pg_catalog.round(pg_catalog.date_part('epoch',"
+							  "                                           pg_catalog.now() - l.as_of)::numeric, 1),"
+							  "                          COALESCE(pg_catalog.pg_size_pretty(l.live_lag_bytes), 'not measured yet'),"
+							  "                          CASE WHEN $2 <= 0 THEN '0: no bound' ELSE $2 || ' s' END)"
+							  "   FROM l",
 							  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{

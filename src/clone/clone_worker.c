@@ -978,8 +978,13 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 				ListCell   *lc;
 
+				sbx_live_check_left_out(reader, &sbx_job, masking->excluded);
+				/* found by name in the snapshot's database, in its encoding */
 				foreach(lc, masking->excluded)
-					sbx_live_left_out = lappend(sbx_live_left_out, pstrdup(lfirst(lc)));
+					sbx_live_left_out =
+						lappend(sbx_live_left_out,
+								pstrdup(pg_any_to_server(lfirst(lc), strlen(lfirst(lc)),
+														 pg_char_to_encoding(masking->encoding))));
 				MemoryContextSwitchTo(old);
 			}
 			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);

@@ -211,23 +211,29 @@ sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 	 * table its subscription keeps no state for (as it does those of a
 	 * table published since its last refresh), so their states go now,
 	 * before its first start, which waits for this transaction's commit.
+	 * Each one must be found: a table missed would have its changes
+	 * applied.
 	 */
 	foreach(lc, left_out)
 	{
 		bool		isnull;
 
-		sbx_spi("SELECT r.srsubid, r.srrelid FROM pg_catalog.pg_subscription s"
-				"  JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid"
-				"  JOIN pg_catalog.pg_class c ON c.oid = r.srrelid"
+		sbx_spi("SELECT s.oid, c.oid, EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r"
+				"                       WHERE r.srsubid = s.oid AND r.srrelid = c.oid)"
+				"  FROM pg_catalog.pg_class c"
 				"  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-				" WHERE s.subdbid = (SELECT oid FROM pg_catalog.pg_database"
+				"  JOIN pg_catalog.pg_subscription s ON s.subname = $1"
+				"   AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database"
 				"                     WHERE datname = pg_catalog.current_database())"
-				"   AND s.subname = $1"
+				" WHERE c.relkind IN ('r', 'p')"
 				"   AND '\"' || pg_catalog.replace(n.nspname, '\"', '\"\"') || '\".\"'"
 				"       || pg_catalog.replace(c.relname, '\"', '\"\"') || '\"' = $2",
 				SPI_OK_SELECT, 2, (const char *[]) {job->name, lfirst(lc)});
-		if (SPI_processed == 0)
-			continue;
+		if (SPI_processed != 1)
+			elog(ERROR, "table %s, whose rows exclude_data leaves out, is not in live snapshot \"%s\"",
+				 (char *) lfirst(lc), job->name);
+		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)))
+			continue;			/* not published */
 		RemoveSubscriptionRel(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 															 SPI_tuptable->tupdesc, 1, &isnull)),
 							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
@@ -242,6 +248,62 @@ sbx_live_subscribe(SbxCloneJob *job, List *left_out)
 	if (nskipped > 0)
 		sbx_job_note(job, "the changes of %d published table%s whose rows exclude_data leaves out are not applied",
 					 nskipped, nskipped == 1 ? "" : "s");
+}
+
+/*
+ * A live build, on the reader of its slot's snapshot, once exclude_data's
+ * tables are found (left_out, as exact patterns): none may be a partition
+ * whose changes the publication sends through a partitioned table that is
+ * not left out too (publish_via_partition_root).  Those changes would be
+ * applied to that table, and routed into the partition.  Checked before
+ * the dump, so that a build refused costs none.
+ */
+void
+sbx_live_check_left_out(PGconn *reader, const SbxCloneJob *job, List *left_out)
+{
+	ListCell   *lc;
+
+	/* before 13, a publication sends each partition's changes as its own */
+	if (left_out == NIL || PQserverVersion(reader) < 130000)
+		return;
+	foreach(lc, left_out)
+	{
+		const char *params[2] = {job->live_publication, lfirst(lc)};
+		PGresult   *res;
+
+		res = sbx_remote_exec(reader,
+							  "SELECT '\"' || pg_catalog.replace(an.nspname, '\"', '\"\"') || '\".\"'"
+							  "       || pg_catalog.replace(ac.relname, '\"', '\"\"') || '\"'"
+							  "  FROM pg_catalog.pg_class c"
+							  "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+							  " CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) a"
+							  "  JOIN pg_catalog.pg_class ac ON ac.oid = a.relid"
+							  "  JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace"
+							  "  JOIN pg_catalog.pg_publication_tables t ON t.pubname = $1"
+							  "   AND t.schemaname = an.nspname AND t.tablename = ac.relname"
+							  " WHERE a.relid <> c.oid AND c.relispartition"
+							  "   AND '\"' || pg_catalog.replace(n.nspname, '\"', '\"\"') || '\".\"'"
+							  "       || pg_catalog.replace(c.relname, '\"', '\"\"') || '\"' = $2",
+							  2, params, PGRES_TUPLES_OK,
+							  psprintf("could not read source \"%s\"", job->source));
+		for (int i = 0; i < PQntuples(res); i++)
+		{
+			const char *root = PQgetvalue(res, i, 0);
+			ListCell   *lr;
+			bool		also_left_out = false;
+
+			foreach(lr, left_out)
+				also_left_out |= (strcmp(lfirst(lr), root) == 0);
+			if (!also_left_out)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("publication \"%s\" of source \"%s\" sends the changes of table %s through %s, whose rows exclude_data does not leave out",
+								job->live_publication, job->source, (char *) lfirst(lc), root),
+						 errdetail("The publication publishes with publish_via_partition_root: the apply would route those changes into the table."),
+						 errhint("Leave out the partitioned table's rows too, or publish with publish_via_partition_root = false.")));
+		}
+		PQclear(res);
+	}
 }
 
 /*
@@ -315,21 +377,24 @@ sbx_live_catch_up(SbxCloneJob *job)
 		return fallback;
 	}
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sbx_live_catchup_timeout);
-	for (bool first = true;; first = false)
+	for (bool shown = false;;)
 	{
 		int64		behind = sbx_live_behind(job->snapshot_dboid, job->snapshot_name, probe.lsn);
 
 		if (behind == 0)
 		{
-			sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, copy_total);
+			sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, Max(copy_total, 0));
 			return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
 														   CStringGetDatum(probe.now),
 														   ObjectIdGetDatum(InvalidOid),
 														   Int32GetDatum(-1)));
 		}
 		/* the progress view shows what the apply had left at the look */
-		if (first)
-			sbx_progress_set(progress, SBX_PHASE_CATCHING_UP, NULL, Max(behind, 0));
+		if (!shown && behind > 0)
+		{
+			sbx_progress_set(progress, SBX_PHASE_CATCHING_UP, NULL, behind);
+			shown = true;
+		}
 		if (GetCurrentTimestamp() >= deadline)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -337,7 +402,7 @@ sbx_live_catch_up(SbxCloneJob *job)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, copy_total);
+	sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, Max(copy_total, 0));
 	sbx_job_note(job, "the apply did not reach the source's present within pgsandbox.live_catchup_timeout");
 	return fallback;
 }

@@ -187,7 +187,7 @@ sbx_refuse_rule_if_live(const char *source, const char *kind)
 	if (SPI_processed > 0 && strcmp(kind, "exclude_data") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("source \"%s\" is live, and its exclude_data rules cannot change", source),
+				 errmsg("cannot change the exclude_data rules of live source \"%s\"", source),
 				 errdetail("Its live snapshot leaves out the rows of the tables its exclude_data rules matched when it was built, and does not apply their changes."),
 				 errhint("Call unset_live(), change the rules, and call set_live() again.")));
 	if (SPI_processed > 0)

@@ -24,6 +24,9 @@
 #   the publication leaves out; it finds the live snapshot keeping up, and
 #   falling behind once
 #   the source is stopped for longer than pgsandbox.live_max_lag;
+# - a partition left out whose changes the publication sends through its
+#   partitioned table (publish_via_partition_root): the build is refused
+#   and leaves no database and no slot;
 # - exclude_data rules cannot change while the source is live (55000), and
 #   can once unset_live() has run, which leaves no subscription and no slot.
 
@@ -89,18 +92,21 @@ CREATE TABLE parted (id int NOT NULL, v text, PRIMARY KEY (id)) PARTITION BY RAN
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (1000);
 CREATE TABLE parted_2 PARTITION OF parted FOR VALUES FROM (1000) TO (2000);
 INSERT INTO parted SELECT g, '$hidden parted ' || g FROM generate_series(1, 1999, 7) g;
-CREATE PUBLICATION pub FOR TABLE orders, events, parted;
+CREATE TABLE "we""ird" (id int PRIMARY KEY, v text);
+INSERT INTO "we""ird" VALUES (1, '$hidden quoted');
+CREATE PUBLICATION pub FOR TABLE orders, events, parted, "we""ird";
 });
 my $src_counts = q{SELECT (SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM log_lines)
-                    || ' ' || (SELECT count(*) FROM parted)};
+                    || ' ' || (SELECT count(*) FROM parted) || ' ' || (SELECT count(*) FROM "we""ird")};
 my $orders = q{SELECT count(*) || ' ' || md5(string_agg(id || ':' || note, ',' ORDER BY id)) FROM orders};
 my $empty = q{SELECT (SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM log_lines)
-               || ' ' || (SELECT count(*) FROM parted)};
+               || ' ' || (SELECT count(*) FROM parted) || ' ' || (SELECT count(*) FROM "we""ird")};
 
 sq("SELECT pgsandbox.add_source('src', '$conninfo', allow_data => true)");
 sq(q{SELECT pgsandbox.exclude_data('src', 'public.events')});
 sq(q{SELECT pgsandbox.exclude_data('src', 'public.log_*')});
 sq(q{SELECT pgsandbox.exclude_data('src', 'public.parted')});
+sq(q{SELECT pgsandbox.exclude_data('src', 'public."we""ird"')});
 
 # ---------------------------------------------------------------------
 # the build
@@ -110,8 +116,8 @@ my $snap = live_snapshot_of($node, 'src');
 ok($snap, 'set_live() takes a source with exclude_data rules, and builds its live snapshot');
 like(sq("SELECT detail FROM pgsandbox.events e JOIN pgsandbox.sandbox s ON s.name = e.sandbox"
 		  . " WHERE s.id = $snap AND e.action = 'snapshot'"),
-	qr/the changes of 3 published tables whose rows exclude_data leaves out are not applied/,
-	'its event says the changes of the excluded published tables (events and two partitions) are not applied');
+	qr/the changes of 4 published tables whose rows exclude_data leaves out are not applied/,
+	'its event says the changes of the excluded published tables (events, two partitions, "we""ird") are not applied');
 my $snap_db = sq("SELECT db_oid FROM pgsandbox.sandbox WHERE id = $snap");
 # (pg_subscription_rel is each database's own)
 is( $node->safe_psql(sq("SELECT name FROM pgsandbox.sandbox WHERE id = $snap"),
@@ -121,10 +127,10 @@ is( $node->safe_psql(sq("SELECT name FROM pgsandbox.sandbox WHERE id = $snap"),
 my ($a_name, $a_conn) = clone_of();
 is(in_sandbox($a_conn, $orders), $src->safe_psql('postgres', $orders),
 	'a copy holds the followed table as the source does');
-is(in_sandbox($a_conn, $empty), '0 0 0', 'and no row of the excluded tables');
+is(in_sandbox($a_conn, $empty), '0 0 0 0', 'and no row of the excluded tables');
 is(in_sandbox($a_conn, q{SELECT count(*) FROM pg_indexes WHERE indexname = 'events_payload'}),
 	'1', 'whose definitions it keeps');
-isnt($src->safe_psql('postgres', $src_counts), '0 0 0', 'while the source holds rows in them');
+isnt($src->safe_psql('postgres', $src_counts), '0 0 0 0', 'while the source holds rows in them');
 
 # ---------------------------------------------------------------------
 # changes
@@ -135,6 +141,7 @@ UPDATE events SET payload = payload || ' $hidden updated' WHERE id % 3 = 0;
 DELETE FROM events WHERE id % 5 = 0;
 INSERT INTO parted VALUES (1500, '$hidden parted later'), (2, '$hidden parted later');
 UPDATE parted SET v = '$hidden moved' WHERE id = 8;
+INSERT INTO "we""ird" VALUES (2, '$hidden quoted later');
 INSERT INTO orders (note) VALUES ('$kept');
 UPDATE orders SET note = note || ' changed' WHERE id <= 10;
 DELETE FROM orders WHERE id BETWEEN 90 AND 95;
@@ -144,7 +151,7 @@ live_caught_up($node, 'src', $at, 'changes to followed and excluded tables');
 my ($b_name, $b_conn) = clone_of();
 is(in_sandbox($b_conn, $orders), $src->safe_psql('postgres', $orders),
 	'a new copy holds the followed table\'s changes');
-is(in_sandbox($b_conn, $empty), '0 0 0', 'and no row of the excluded tables');
+is(in_sandbox($b_conn, $empty), '0 0 0 0', 'and no row of the excluded tables');
 isnt(in_sandbox($a_conn, $orders), in_sandbox($b_conn, $orders), 'the earlier copy does not change');
 
 $src->safe_psql('postgres', q{TRUNCATE events; INSERT INTO orders (note) VALUES ('after the truncate')});
@@ -201,6 +208,7 @@ my $data = $node->data_dir;
 is(files_under_holding("$data/base/$snap_db", $hidden), 0,
 	'no file of the live snapshot\'s database holds a row of an excluded table');
 is(files_under_holding("$data/pg_wal", $hidden), 0, 'nor does the host\'s WAL');
+ok(files_under_holding("$data/pg_wal", $kept) > 0, 'which holds the followed table\'s new row');
 is(files_under_holding("$data/base", $hidden), 0, 'nor any database of the host');
 ok(files_under_holding("$data/base/$snap_db", $kept) > 0,
 	'while its files hold the followed table\'s new row');
@@ -219,7 +227,7 @@ my $snap2 = live_snapshot_of($node, 'src', $snap);
 ok($snap2, 'a table added to the publication: a new live snapshot');
 like(sq("SELECT detail FROM pgsandbox.events e JOIN pgsandbox.sandbox s ON s.name = e.sandbox"
 		  . " WHERE s.id = $snap2 AND e.action = 'snapshot'"),
-	qr/the changes of 4 published tables whose rows exclude_data leaves out are not applied/,
+	qr/the changes of 5 published tables whose rows exclude_data leaves out are not applied/,
 	'which leaves out the new table\'s changes too');
 $src->safe_psql('postgres', qq{INSERT INTO log_more VALUES (2, '$hidden more later');
 INSERT INTO orders (note) VALUES ('after the rebuild')});
@@ -253,20 +261,51 @@ set_setting($node, 'live_max_lag', '1s');
 $src->stop;
 ok(wait_until(sub { sq($keeps_up) =~ /^false / }, 60),
 	'with the source stopped past live_max_lag, doctor() says the live snapshot falls behind');
-like(sq($keeps_up), qr/\([0-9.]+ s ago\); its WAL not applied yet: [0-9]+ (bytes|kB|MB); pgsandbox.live_max_lag is 1 s\./,
+like(sq($keeps_up), qr/\([0-9.]+ s ago, by this server's clock\); its WAL not applied yet: [0-9]+ (bytes|kB|MB); pgsandbox.live_max_lag is 1 s\./,
 	'saying how far');
 $src->start;
 
 # ---------------------------------------------------------------------
 # rules while live, and unset_live()
 # ---------------------------------------------------------------------
+# a partition left out whose changes the publication sends through its
+# partitioned table: the apply would route them into it, so the build is
+# refused, before its dump, and leaves no slot
+$src->safe_psql('postgres', q{
+CREATE TABLE rooted (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+CREATE TABLE rooted_1 PARTITION OF rooted FOR VALUES FROM (0) TO (100);
+CREATE TABLE rooted_2 PARTITION OF rooted FOR VALUES FROM (100) TO (200);
+CREATE PUBLICATION viaroot FOR TABLE rooted WITH (publish_via_partition_root = true);
+});
+sq("SELECT pgsandbox.add_source('rooted', '$conninfo', allow_data => true)");
+sq(q{SELECT pgsandbox.exclude_data('rooted', 'public.rooted_1')});
+sq(q{SELECT pgsandbox.set_live('rooted', 'viaroot')});
+is( poll_value(
+		$node,
+		q{SELECT count(*) FROM pgsandbox.sandbox WHERE source = 'rooted' AND kind = 'snapshot'
+		     AND status = 'failed' AND error LIKE '%publication "viaroot" of source "rooted" sends the changes of table "public"."rooted_1" through "public"."rooted", whose rows exclude_data does not leave out%'},
+		'1', 60),
+	'1', 'a partition left out whose changes come through its partitioned table: the build is refused, saying why');
+is( sq(q{SELECT count(*) FROM pgsandbox.sandbox s JOIN pg_database d ON d.oid = s.db_oid
+          WHERE s.source = 'rooted'}),
+	'0', 'leaving no database');
+my $kept_slot = sq("SELECT live_slot FROM pgsandbox.sandbox WHERE id = $snap2");
+ok( wait_until(
+		sub {
+			$src->safe_psql('postgres',
+				"SELECT count(*) FROM pg_replication_slots WHERE slot_name <> '$kept_slot'") eq '0';
+		},
+		60),
+	'and no slot on the source');
+sq(q{SELECT pgsandbox.remove_source('rooted')});
+
 my $rules = q{SELECT string_agg(target, ',' ORDER BY target) FROM pgsandbox.source_rules WHERE source = 'src'};
 my $rules_before = sq($rules);
 foreach my $call (q{pgsandbox.exclude_data('src', 'public.orders')},
 	q{pgsandbox.include_data('src', 'public.events')})
 {
 	my ($ret, $out, $err) = $node->psql('postgres', "SELECT $call", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-	like($err, qr/55000: source "src" is live, and its exclude_data rules cannot change/,
+	like($err, qr/55000: cannot change the exclude_data rules of live source "src"/,
 		"$call refused while the source is live (55000)");
 }
 is(sq($rules), $rules_before, 'the rules are as they were');

@@ -8,12 +8,13 @@
 # password), which test/run-tests.sh starts when PG_VERSIONS names several
 # majors; without one older than this host, the test is skipped, saying
 # why.  For each older major:
-# - set_live() builds a live snapshot; doctor() finds the source
-#   followable;
+# - set_live() builds a live snapshot, leaving out the rows of a table an
+#   exclude_data rule names (the build reads in the slot's snapshot on the
+#   older server); doctor() finds the source followable;
 # - inserts, updates, deletes and a TRUNCATE reach new copies and not the
 #   earlier ones, with every sequence as the source has it, and a
-#   data_as_of no earlier than the changes; doctor() finds the live
-#   snapshot keeping up;
+#   data_as_of no earlier than the changes, and none of the excluded
+#   table's; doctor() finds the live snapshot keeping up;
 # - a column added on the source: a live_rebuild event, then a new live
 #   snapshot with the column, whose copies hold the source;
 # - unset_live() and remove_source() leave no subscription here and no slot
@@ -76,10 +77,13 @@ CREATE TABLE shop.orders (id bigserial PRIMARY KEY, note text NOT NULL, kind sho
 INSERT INTO shop.orders (note, kind) SELECT 'o' || g, 'old' FROM generate_series(1, 300) g;
 CREATE TABLE shop.notes (id int PRIMARY KEY, body text);
 INSERT INTO shop.notes SELECT g, 'n' || g FROM generate_series(1, 10) g;
-CREATE PUBLICATION pub FOR TABLE shop.orders, shop.notes;
+CREATE TABLE shop.secrets (id int PRIMARY KEY, s text);
+INSERT INTO shop.secrets VALUES (1, 'before');
+CREATE PUBLICATION pub FOR TABLE shop.orders, shop.notes, shop.secrets;
 });
 	sq("SELECT pgsandbox.add_source('$source',"
 		  . " 'host=127.0.0.1 port=$port{$v} dbname=$db user=$login password=xlivepw', allow_data => true)");
+	sq("SELECT pgsandbox.exclude_data('$source', 'shop.secrets')");
 
 	sq("SELECT pgsandbox.set_live('$source', 'pub')");
 	my $snap = live_snapshot_of($node, $source);
@@ -95,6 +99,7 @@ INSERT INTO shop.orders (note, kind) SELECT 'later ' || g, 'new' FROM generate_s
 UPDATE shop.orders SET note = note || ' changed', kind = 'new' WHERE id % 7 = 0;
 DELETE FROM shop.orders WHERE id BETWEEN 50 AND 60;
 TRUNCATE shop.notes;
+INSERT INTO shop.secrets VALUES (2, 'after');
 });
 	my $at = $fq->(undef, 'SELECT now()');
 	live_caught_up($node, $source, $at, "PostgreSQL $v source");
@@ -103,6 +108,8 @@ TRUNCATE shop.notes;
 	is(in_sandbox($b_conn, $digest), $fq->(undef, $digest),
 		"PostgreSQL $v source: inserts, updates, deletes and a TRUNCATE reach a new copy");
 	is(in_sandbox($b_conn, $seq), $fq->(undef, $seq), "PostgreSQL $v source: with the source's sequence");
+	is(in_sandbox($b_conn, q{SELECT count(*) FROM shop.secrets}), '0',
+		"PostgreSQL $v source: and no row of the table exclude_data leaves out");
 	like(sq("SELECT ok || ' ' || detail FROM pgsandbox.doctor()"
 			  . " WHERE \"check\" = 'the live snapshot of source \"$source\" keeps up'"),
 		qr/^true It holds every change the source made up to .* \([0-9.]+ s ago\)/,
