@@ -321,7 +321,7 @@ ok( wait_until(
 		60),
 	'unset_live() leaves no subscription here and no slot on the source');
 sq(q{SELECT pgsandbox.include_data('src', 'public.events')});
-is(sq(q{SELECT count(*) FROM pgsandbox.source_rules WHERE source = 'src'}), '2',
+is(sq(q{SELECT count(*) FROM pgsandbox.source_rules WHERE source = 'src'}), '3',
 	'once the source is not live, its exclude_data rules can change');
 
 foreach my $n ($a_name, $b_name, $c_name, $d_name, $e_name)
