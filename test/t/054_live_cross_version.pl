@@ -112,7 +112,7 @@ INSERT INTO shop.secrets VALUES (2, 'after');
 		"PostgreSQL $v source: and no row of the table exclude_data leaves out");
 	like(sq("SELECT ok || ' ' || detail FROM pgsandbox.doctor()"
 			  . " WHERE \"check\" = 'the live snapshot of source \"$source\" keeps up'"),
-		qr/^true It holds every change the source made up to .* \([0-9.]+ s ago\)/,
+		qr/^true It holds every change the source made up to .* \([0-9.]+ s ago, by this server.s clock\)/,
 		"PostgreSQL $v source: doctor() finds its live snapshot keeping up");
 	ok(sq("SELECT data_as_of >= '$at'::timestamptz FROM pgsandbox.sandbox WHERE name = '$b_name'") eq 't',
 		"PostgreSQL $v source: its data_as_of is no earlier than the changes");
