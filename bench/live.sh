@@ -41,6 +41,9 @@
 #   SCALE=50  CLIENTS=4  RATE=200  LAG_SECS=600  RUNS=5  LIVE_PORT=5537
 #   COPY_STRATEGY=file_copy (auto with LIVE_ON=18-xfs)  SKIP_BUILD=0
 #   PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out  LIVE_ON=  COW_SIZE=40G
+#   EXTRA_CONF=  more postgresql.conf lines ('\n' between them), such as the
+#                source's checkpoint_timeout and wal_compression, which
+#                decide how much WAL its walsender decodes
 #
 set -Eeuo pipefail
 
@@ -72,7 +75,7 @@ if [ "${LIVE_ON:-}" = 18-xfs ] && [ -z "${LIVE_INNER:-}" ]; then
 	"${run[@]}" -b "$cow" -u postgres 18 env LIVE_ON=18-xfs LIVE_INNER=1 SKIP_BUILD=1 CLUSTER_DIR="$cow" \
 		PGBIN=/usr/lib/postgresql/18/bin OUTDIR="$work/out" COPY_STRATEGY="${COPY_STRATEGY:-auto}" \
 		SCALE="${SCALE:-50}" CLIENTS="${CLIENTS:-4}" RATE="${RATE:-200}" LAG_SECS="${LAG_SECS:-600}" \
-		RUNS="${RUNS:-5}" LIVE_PORT="${LIVE_PORT:-5537}" bash "$work/bench/live.sh"
+		RUNS="${RUNS:-5}" LIVE_PORT="${LIVE_PORT:-5537}" EXTRA_CONF="${EXTRA_CONF:-}" bash "$work/bench/live.sh"
 	exit 0
 fi
 SCALE=${SCALE:-50}
@@ -116,6 +119,7 @@ pgsandbox.gc_interval = 3600
 pgsandbox.copy_strategy = $COPY_STRATEGY
 pgsandbox.max_sandboxes = 100
 pgsandbox.max_sandboxes_per_owner = 100
+$(printf '%b' "${EXTRA_CONF:-}")
 EOF
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -173,6 +177,7 @@ sleep 10
 {
 	echo "live.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(as_pg postgres --version)"
 	echo "  SCALE=$SCALE ($size) CLIENTS=$CLIENTS RATE=$RATE LAG_SECS=$LAG_SECS RUNS=$RUNS COPY_STRATEGY=$COPY_STRATEGY"
+	[ -z "${EXTRA_CONF:-}" ] || echo "  EXTRA_CONF: $(printf '%b' "$EXTRA_CONF" | tr '\n' ';')"
 	echo "  live snapshot built in $build_ms ms; a full snapshot() of the static source in $refresh_ms ms"
 } | tee -a "$out"
 
