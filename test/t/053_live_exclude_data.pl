@@ -48,13 +48,7 @@ my $node = sandbox_node('live_excl',
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
-sub in_sandbox
-{
-	my ($conninfo, $sql) = @_;
-	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
-	die "in sandbox: $err" if $ret != 0;
-	return $out;
-}
+sub in_sandbox { return sandbox_sql($node, @_); }
 
 sub clone_of
 {

@@ -44,13 +44,7 @@ if (!@older)
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 
-sub in_sandbox
-{
-	my ($conninfo, $sql) = @_;
-	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
-	die "in sandbox: $err" if $ret != 0;
-	return $out;
-}
+sub in_sandbox { return sandbox_sql($node, @_); }
 
 # what a database holds of both tables, as one line
 my $digest = q{SELECT (SELECT count(*) || ' ' || md5(COALESCE(string_agg(id || ':' || note || ':' || kind,

@@ -21,7 +21,7 @@ use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
   sandbox_node superuser_name
-  sandbox_psql start_psql finish_psql
+  sandbox_psql sandbox_sql start_psql finish_psql
   wait_until poll_value try_psql
   clone_worker_pids child_processes process_alive wait_for_clone_children
   check_clone_cleaned_up processes_matching
@@ -121,6 +121,16 @@ sub sandbox_psql
 	chomp $stdout;
 	chomp $stderr;
 	return ($ret, $stdout, $stderr);
+}
+
+# Run $sql in a sandbox through $conninfo, as sandbox_psql does; its output,
+# or die with its error.
+sub sandbox_sql
+{
+	my ($node, $conninfo, $sql) = @_;
+	my ($ret, $out, $err) = sandbox_psql($node, $conninfo, $sql);
+	die "in sandbox: $err" if $ret != 0;
+	return $out;
 }
 
 # Start psql in the background, running each SQL command of @cmds with -c
