@@ -975,11 +975,12 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 										sbx_job.rules_encoding, sbx_dump_snapshot);
 			if (sbx_dump_snapshot != NULL)
 			{
-				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+				MemoryContext old;
 				ListCell   *lc;
 
 				sbx_live_check_left_out(reader, &sbx_job, masking->excluded);
 				/* found by name in the snapshot's database, in its encoding */
+				old = MemoryContextSwitchTo(TopMemoryContext);
 				foreach(lc, masking->excluded)
 					sbx_live_left_out =
 						lappend(sbx_live_left_out,
