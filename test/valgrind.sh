@@ -34,7 +34,12 @@ pgsandbox.max_total_size = '10GB'
 pgsandbox.max_size_per_owner = '10GB'
 max_worker_processes = 20
 autovacuum = off
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
 EOC
+# the live source's login must be asked for its password (set_live())
+sed -i '1i local all repl scram-sha-256\nlocal replication repl scram-sha-256' $D/data/pg_hba.conf
 # the server is stopped however the script ends
 trap 'runuser -u postgres -- $B/pg_ctl -D $D/data -m immediate stop >/dev/null 2>&1 || true' EXIT
 runuser -u postgres -- bash -c "cd $D && nohup valgrind --quiet --error-limit=no --num-callers=30 --log-file=$D/logs/vg.%p.log --trace-children=no $B/postgres -D $D/data > $D/server.log 2>&1 &"
@@ -114,6 +119,24 @@ P -d postgres -c "ALTER SYSTEM SET pgsandbox.bulk_copy_min_size = 0" -c "SELECT 
 sleep 1
 G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('src', schema_only => false, fresh => true)")
 P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
+# a live source with an exclude_data rule (live_copy.c): its build reads in
+# the slot's snapshot and its subscription leaves the excluded table out; a
+# copy waits for the apply, pauses and resumes it; doctor()'s live rows
+P -d postgres -c "CREATE ROLE repl LOGIN REPLICATION PASSWORD 'vgpw' IN ROLE pg_read_all_data" \
+	-c "CREATE DATABASE live" >/dev/null
+P -d live -c "CREATE TABLE a (id int PRIMARY KEY, v text)" -c "CREATE TABLE x (id int PRIMARY KEY, v text)" \
+	-c "INSERT INTO a SELECT g, 'a' || g FROM generate_series(1, 500) g" \
+	-c "INSERT INTO x SELECT g, 'x' FROM generate_series(1, 50) g" -c "CREATE PUBLICATION vgpub FOR TABLE a, x"
+P -d postgres -c "SELECT pgsandbox.add_source('live', 'dbname=live user=repl password=vgpw', allow_data => true)" \
+	-c "SELECT pgsandbox.exclude_data('live', 'public.x')" -c "SELECT pgsandbox.set_live('live', 'vgpub')" >/dev/null
+for i in $(seq 1 300); do
+	[ "$(P -d postgres -c "SELECT count(*) FROM pgsandbox.snapshots WHERE source = 'live' AND live AND status = 'ready'")" = 1 ] && break
+	sleep 1
+done
+P -d live -c "INSERT INTO a VALUES (501, 'new')" -c "INSERT INTO x VALUES (51, 'new')"
+G=$(P -d postgres -c "SELECT name FROM pgsandbox.clone('live', schema_only => false)")
+P -d postgres -c "SELECT detail FROM pgsandbox.events WHERE sandbox = '$G' AND action = 'ready'"
+P -d postgres -c "SELECT \"check\" || ': ' || ok FROM pgsandbox.doctor() WHERE \"check\" LIKE '%live%'"
 P -d postgres -c "SELECT pgsandbox.set_pool('src', 1)" >/dev/null
 P -d postgres -c "SELECT count(*) FROM pgsandbox.metrics" -c "SELECT * FROM pgsandbox.pools"
 P -d postgres -c "SELECT conninfo FROM pgsandbox.clone('nosuchsource_x')" 2>/dev/null || true
