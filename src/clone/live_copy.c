@@ -18,7 +18,10 @@
  * context holds it.  The subscription takes the slot the
  * dump read, with no initial copy (the dump is it) and no streaming of
  * transactions in progress, so that an applied position means every
- * transaction before it is in.
+ * transaction before it is in.  The tables whose rows exclude_data leaves
+ * out keep no state in the subscription, so the apply passes over their
+ * changes; a partition among them whose changes would come through a
+ * partitioned table that is kept refuses the build.
  *
  *-------------------------------------------------------------------------
  */
