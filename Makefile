@@ -19,6 +19,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# Each TAP file in a prove of its own, PGSANDBOX_TEST_JOBS at a time: one
+# that bails out ends only itself (test/prove-each.sh)
+PROVE = bash $(CURDIR)/test/prove-each.sh
+
 # PGXS knows nothing of our headers: every object depends on them, and on
 # the private headers of its layer.
 $(OBJS): $(wildcard include/*.h)

@@ -182,9 +182,13 @@ sbx_recover_from_error(void)
 	pgstat_report_activity(STATE_IDLE, "");
 	RESUME_INTERRUPTS();
 
-	/* do not spin if the error comes back at once */
-	(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L,
-					 PG_WAIT_EXTENSION);
+	/*
+	 * Do not spin if the error comes back at once, but leave at once on a
+	 * shutdown: the loop's first step may be what fails each time.
+	 */
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 1000L, PG_WAIT_EXTENSION);
+	CHECK_FOR_INTERRUPTS();
 	SetLatch(MyLatch);			/* wake-ups may have come meanwhile */
 }
 
@@ -240,6 +244,7 @@ sbx_lifecycle_worker_main(Datum main_arg)
 
 		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
+		CHECK_FOR_INTERRUPTS();
 
 		if (ConfigReloadPending)
 		{

@@ -14,8 +14,11 @@
 # each TAP file: one that runs longer fails, printing what its servers were
 # doing.
 # PROVE_TESTS picks TAP files (e.g. PROVE_TESTS=test/t/011_login_check.pl);
-# REGRESS picks pg_regress tests (empty: none); TAP=0 runs no TAP test.  KEEP=1 keeps the work
-# directory (its path is printed) for the logs.
+# REGRESS picks pg_regress tests (empty: none); TAP=0 runs no TAP test.
+# PGSANDBOX_TEST_JOBS is how many TAP files run at once (test/prove-each.sh).
+# PG_TEST_PORT_DIR, a directory every run of the machine shares, keeps two
+# majors tested side by side from taking the same port.  KEEP=1 keeps the
+# work directory (its path is printed) for the logs.
 #
 set -euo pipefail
 
@@ -61,6 +64,7 @@ if command -v npm >/dev/null 2>&1; then
 fi
 
 run=("$here/run-in.sh" -b "$work")
+[ -n "${PG_TEST_PORT_DIR:-}" ] && run+=(-b "$PG_TEST_PORT_DIR")
 
 # From 18, a small XFS filesystem with reflink for the thin-clone test
 # (028_thin_clones.pl), which says why it skips without one.
@@ -77,23 +81,5 @@ fi
 "${run[@]}" "$version" make -C "$work" -s WERROR=1
 "${run[@]}" "$version" make -C "$work" -s install
 
-make_args=(installcheck PROVE_FLAGS="--timer")
-[ -n "${PROVE_TESTS+x}" ] && make_args+=(PROVE_TESTS="$PROVE_TESTS")
-[ -n "${REGRESS+x}" ] && make_args+=(REGRESS="$REGRESS")
-[ "${TAP:-1}" = 0 ] && make_args+=(TAP_TESTS=)
 chown -R postgres: "$work"
-status=0
-"${run[@]}" -u postgres "$version" make -C "$work" -s "${make_args[@]}" || status=$?
-
-if [ $status -ne 0 ]; then
-	# the diffs, and the logs of the TAP files that failed
-	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
-		[ -f "$f" ] || continue
-		case "$f" in
-		*/regress_log_*) grep -qE '^\[[0-9:.]+\]\([0-9.]+s\) not ok|Looks like|BAIL OUT|died' "$f" || continue ;;
-		esac
-		echo "=== $f (last 40 lines)"
-		tail -n 40 "$f"
-	done
-fi
-exit $status
+pgsbx_run_suites "$work" "${run[@]}" -u postgres "$version"

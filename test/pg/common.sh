@@ -34,3 +34,28 @@ pgsbx_mirror()
 {
 	awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources
 }
+
+# Run pg_regress, then the TAP files (test/prove-each.sh, through PGXS's
+# PROVE), in the work directory WORK with the command prefix given (e.g.
+# test/pg/run-in.sh -u postgres 17): a failure of the one never keeps the
+# other from running.  REGRESS and PROVE_TESTS, when set, pick the tests
+# (REGRESS empty: none); TAP=0 runs no TAP file.  The regression diffs
+# are printed when they exist (prove-each.sh prints the failed TAP files'
+# logs itself).  Returns 1 if anything failed.
+pgsbx_run_suites()
+{
+	local work=$1 status=0
+	local regress=() tap=()
+	shift
+	[ -n "${REGRESS+x}" ] && regress=(REGRESS="$REGRESS")
+	[ -n "${PROVE_TESTS+x}" ] && tap=(PROVE_TESTS="$PROVE_TESTS")
+	"$@" make -C "$work" -s installcheck TAP_TESTS= "${regress[@]}" || status=1
+	if [ -f "$work/regression.diffs" ]; then
+		echo "=== $work/regression.diffs (last 80 lines)"
+		tail -n 80 "$work/regression.diffs"
+	fi
+	if [ "${TAP:-1}" != 0 ]; then
+		"$@" make -C "$work" -s installcheck REGRESS= PROVE_FLAGS=--timer "${tap[@]}" || status=1
+	fi
+	return $status
+}
