@@ -122,12 +122,18 @@ if [ "$versions" != 15 ]; then
 		lane[$!]=$part
 		lanes+=("$part")
 	}
+	# the upgrade from every earlier version on one major, from the last on
+	# the others (test/t/040_upgrade.pl)
+	chain_on=${PGSANDBOX_UPGRADE_CHAIN_ON:-${versions%% *}}
 	for v in $versions; do
+		from=last
+		[ "$v" = "$chain_on" ] && from=all
 		if pgsbx_on_host "$v"; then
 			start_part "PostgreSQL $v" env PG_VERSIONS=15 PGSANDBOX_SKIP_BUILD=1 \
-				bash "$src/test/run-tests.sh"
+				PGSANDBOX_UPGRADE_FROM=$from bash "$src/test/run-tests.sh"
 		else
-			start_part "PostgreSQL $v" bash "$src/test/pg/check.sh" "$v"
+			start_part "PostgreSQL $v" env PGSANDBOX_UPGRADE_FROM=$from \
+				bash "$src/test/pg/check.sh" "$v"
 		fi
 	done
 	if [[ " $versions " == *" 15 "* ]] && pgsbx_on_host 15; then

@@ -110,11 +110,12 @@ sbx_live_next_build(char *source)
 					 " WHERE o.live_publication IS NOT NULL AND o.allow_data"
 					 "   AND NOT EXISTS (SELECT 1 FROM pgsandbox.sandbox s"
 					 "                    WHERE s.kind = 'snapshot' AND s.source = o.name"
-					 "                      AND s.live_slot IS NOT NULL AND s.retired_at IS NULL"
-					 "                      AND %s"
-					 "                      AND (s.status = 'cloning'"
-					 "                           OR (s.status = 'ready' AND s.live_errors = 0)"
-					 "                           OR (s.status = 'failed'"
+					 "                      AND s.retired_at IS NULL AND %s"
+					 "                      AND ((s.live_slot IS NOT NULL"
+					 "                            AND (s.status = 'cloning'"
+					 "                                 OR (s.status = 'ready' AND s.live_errors = 0)))"
+					 /* a failed build has forgotten its slot (sbx_live_forget_slot) */
+					 "                           OR (s.status = 'failed' AND NOT s.schema_only"
 					 "                               AND s.created_at > pg_catalog.now() - interval '%d seconds')))"
 					 " ORDER BY o.name LIMIT 1",
 					 sbx_same_source_sql(), SBX_LIVE_RETRY_SECS),

@@ -191,7 +191,8 @@ sbx_end_old_transactions(void)
 /*
  * Roll back the transactions prepared in sandboxes longer ago than
  * pgsandbox.max_prepared_age: a janitor does it in each database that holds
- * one (janitor.c), and the worker does not wait for it.
+ * one (janitor.c), and the worker does not wait for it.  Each transaction
+ * gets one event, however many passes see it before its janitor is done.
  */
 static void
 sbx_roll_back_old_prepared(void)
@@ -218,7 +219,13 @@ sbx_roll_back_old_prepared(void)
 			"  SELECT o.name, 'prepared_rolled_back', '" SBX_WORKER_ACTOR "',"
 			"         pg_catalog.format('prepared transaction %L, prepared at %s, is older than"
 			" pgsandbox.max_prepared_age (%s s): rolling it back', o.gid, o.prepared, $1)"
-			"    FROM old o)"
+			"    FROM old o"
+			/* once each: a janitor still at work is looked at again */
+			"   WHERE NOT EXISTS (SELECT 1 FROM pgsandbox.event e"
+			"                      WHERE e.sandbox = o.name AND e.action = 'prepared_rolled_back'"
+			"                        AND pg_catalog.starts_with(e.detail,"
+			"                              pg_catalog.format('prepared transaction %L, prepared at %s,',"
+			"                                                o.gid, o.prepared))))"
 			" SELECT DISTINCT name, db_oid FROM old",
 			SPI_OK_SELECT, 1, args);
 	n = SPI_processed;

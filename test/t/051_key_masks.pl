@@ -159,6 +159,14 @@ my $snap = sq("SELECT name FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND st
 sq(q{SELECT pgsandbox.unrelate('keys', 'public.notes(author_email)', 'public.users(email)')});
 ok(wait_until(sub { sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap'") eq 'dropped' }, 90),
 	'a change of the relationships retires the snapshot made under the old ones');
+# the worker takes it again at once, under the new ones; once that is done,
+# the snapshot is dropped so that the changes of rules below retake none
+ok(wait_until(sub {
+	sq("SELECT string_agg(status, ',') FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND name <> '$snap'") =~ /^(ready|failed)$/ }, 90),
+	'and takes it again under the new ones');
+sq("SELECT pgsandbox.drop_snapshot('keys')");
+ok(wait_until(sub { sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'snapshot' AND status IN ('cloning', 'ready')") eq '0' }, 90),
+	'a dropped snapshot leaves nothing that a change of rules retakes');
 
 # refused: a key mask of a partition; one reaching a column that a
 # relationship ties only where its condition holds
@@ -166,22 +174,22 @@ ok(wait_until(sub { sq("SELECT status FROM pgsandbox.sandbox WHERE name = '$snap
 like($err, qr/key mask "public\.refunds_a\.account_id" of source "keys" is of a partition or an inheritance child/,
 	'a key mask of a partition is refused');
 sq(q{SELECT pgsandbox.relate('keys', 'public.mentions(ref)', 'public.users(email)', $$kind = 'user'$$)});
-my $rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
+my $rows = sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'sandbox'");
 ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('keys', schema_only => false)");
 like($err, qr/reaches column "ref" of public\.mentions through relationship "public\.mentions\(ref\) -> public\.users\(email\)", which has a condition/,
 	'a key mask reaching a column through a relationship with a condition fails the clone');
-is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1)"
-	  . " FROM pgsandbox.sandbox"), '1 failed', 'and leaves only its failed row');
+is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox WHERE kind = 'sandbox' ORDER BY id DESC LIMIT 1)"
+	  . " FROM pgsandbox.sandbox WHERE kind = 'sandbox'"), '1 failed', 'and leaves only its failed row');
 sq(q{SELECT pgsandbox.unrelate('keys', 'public.mentions(ref)', 'public.users(email)')});
 
 # a collision fails closed, naming the constraint
 sq(q{SELECT pgsandbox.mask_key('keys', 'public.users.email', $$pg_catalog.left(email, 3)$$)});
-$rows = sq("SELECT count(*) FROM pgsandbox.sandbox");
+$rows = sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'sandbox'");
 ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('keys', schema_only => false)");
 like($err, qr/users_pkey/, 'a key mask whose values collide fails the clone, naming the constraint');
 unlike($err, qr/\Q$marker\E/, 'and its error holds no real value');
-is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox ORDER BY id DESC LIMIT 1)"
-	  . " FROM pgsandbox.sandbox"), '1 failed', 'and leaves only its failed row');
+is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox WHERE kind = 'sandbox' ORDER BY id DESC LIMIT 1)"
+	  . " FROM pgsandbox.sandbox WHERE kind = 'sandbox'"), '1 failed', 'and leaves only its failed row');
 is(untracked_sandboxes($node), '0', 'and no database or role');
 
 done_testing();
