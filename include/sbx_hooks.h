@@ -17,7 +17,7 @@ extern void sbx_install_read_only_check(void);
 
 /* a sandbox's share of sessions and prepared transactions (tenant_limits.c) */
 extern void sbx_check_sandbox_login(Oid role, const char *name);
-extern void sbx_check_sandbox_prepare(void);
+extern void sbx_check_sandbox_prepare(Oid role);
 
 /* column options of other builds left out of a restore (restore_compat.c) */
 struct AlterTableStmt;

@@ -36,8 +36,11 @@ versions=${PG_VERSIONS:-15}
 if [ "$versions" != 15 ]; then
 	[ "$(id -u)" = 0 ] || { echo "$0: PG_VERSIONS other than 15 needs root (chroots)" >&2; exit 1; }
 	run_start=$SECONDS
-	# a failing test of the TAP library waits this long, not 180 s
+	# a failing test of the TAP library waits this long, not 180 s; but
+	# pg_ctl, which waits 60 s by default, gets longer for a start or stop
+	# on a machine this run keeps busy (a crash recovery of 700 MB in 046)
 	export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
+	export PGCTLTIMEOUT=${PGCTLTIMEOUT:-180}
 	# the majors side by side already fill both cores: one file at a time each
 	export PGSANDBOX_TEST_JOBS=${PGSANDBOX_TEST_JOBS:-1}
 	logs=$(mktemp -d /tmp/pgsandbox-ci.XXXXXX)

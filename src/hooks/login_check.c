@@ -16,6 +16,12 @@
  * options, from giving themselves settings in another database, and from
  * preparing transactions past their share (tenant_limits.c).
  *
+ * Those rules hold for the session of a sandbox role whatever role it has
+ * become since it logged in (sbx_sandbox_acting_for): SET ROLE and
+ * set_config('role', ...) may make it pgsandbox_sandbox, or
+ * pg_database_owner, since it owns its database, and neither is a sandbox
+ * role itself.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -79,21 +85,57 @@ sbx_is_sandbox_role(Oid role, Oid group)
 }
 
 /*
+ * The sandbox role the session acts for, or InvalidOid if none: the rules
+ * below are that role's.
+ *
+ * It is the session's login (the session user) if that is a sandbox role,
+ * whatever the current role is.  Such a session may become another role
+ * by SET ROLE or set_config('role', ...): pgsandbox_sandbox, of which it
+ * is a member, or pg_database_owner, of which it is implicitly one as its
+ * database's owner.  Neither is a sandbox role, so a test of the current
+ * role alone would let the session prepare past its share, give itself
+ * settings in another sandbox's database, or grant to another sandbox
+ * role, as soon as it had switched.  Otherwise it is the current role if
+ * that is a sandbox role: a superuser's session after SET ROLE sbx_..., or
+ * a SECURITY DEFINER function a sandbox role owns, acts as that role and
+ * keeps its rules.
+ */
+static Oid
+sbx_sandbox_acting_for(void)
+{
+	Oid			group = get_role_oid(SBX_SANDBOX_GROUP, true);
+	Oid			session_user;
+	Oid			current_user;
+
+	if (!OidIsValid(group))
+		return InvalidOid;
+	session_user = GetSessionUserId();
+	if (sbx_is_sandbox_role(session_user, group))
+		return session_user;
+	current_user = GetUserId();
+	if (current_user != session_user && sbx_is_sandbox_role(current_user, group))
+		return current_user;
+	return InvalidOid;
+}
+
+/*
  * A sandbox role may not hand out membership in itself, nor grant anything
  * to another sandbox role, nor name one in a row-level security policy:
  * each would reach beyond its own sandbox, and the last two would keep the
  * other's role (another sandbox's, a snapshot's or a pool member's) from
- * being dropped.
+ * being dropped.  "Another" is any but the one the session acts for: as
+ * pg_database_owner it may still grant to itself, the login, but not to
+ * any other.
  */
 static void
 sbx_check_sandbox_grant(Node *stmt)
 {
 	Oid			group = get_role_oid(SBX_SANDBOX_GROUP, true);
-	Oid			me = GetUserId();
+	Oid			me = sbx_sandbox_acting_for();
 	List	   *grantees = NIL;
 	ListCell   *lc;
 
-	if (!OidIsValid(group) || !sbx_is_sandbox_role(me, group))
+	if (!OidIsValid(me))
 		return;
 	if (IsA(stmt, GrantRoleStmt))
 		ereport(ERROR,
@@ -112,9 +154,10 @@ sbx_check_sandbox_grant(Node *stmt)
 		RoleSpec   *spec = lfirst(lc);
 		Oid			grantee;
 
-		if (spec->roletype != ROLESPEC_CSTRING)
+		/* CURRENT_USER too: after SET ROLE it need not be the sandbox's */
+		if (spec->roletype == ROLESPEC_PUBLIC)
 			continue;
-		grantee = get_role_oid(spec->rolename, true);
+		grantee = get_rolespec_oid(spec, true);
 		if (OidIsValid(grantee) && grantee != me && sbx_is_sandbox_role(grantee, group))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -134,9 +177,13 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	/* a sandbox's share of the prepared-transaction slots */
 	if (IsA(stmt, TransactionStmt) &&
-		((TransactionStmt *) stmt)->kind == TRANS_STMT_PREPARE &&
-		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
-		sbx_check_sandbox_prepare();
+		((TransactionStmt *) stmt)->kind == TRANS_STMT_PREPARE)
+	{
+		Oid			sandbox = sbx_sandbox_acting_for();
+
+		if (OidIsValid(sandbox))
+			sbx_check_sandbox_prepare(sandbox);
+	}
 
 	if (IsA(stmt, GrantRoleStmt) || IsA(stmt, GrantStmt) ||
 		IsA(stmt, AlterDefaultPrivilegesStmt) || IsA(stmt, CreatePolicyStmt) ||
@@ -149,7 +196,7 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 	 * keeps the options pgsandbox gave it.
 	 */
 	if (IsA(stmt, AlterDatabaseStmt) &&
-		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
+		OidIsValid(sbx_sandbox_acting_for()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("a sandbox role may not change its database's options")));
@@ -158,15 +205,21 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 	 * Nor may it give itself settings in another database: ALTER ROLE ...
 	 * IN DATABASE locks that database, and a transaction left open or
 	 * prepared so would keep the worker from dropping another owner's
-	 * sandbox.  Its own database is the one of its name.
+	 * sandbox.  Whichever role the statement names (CURRENT_USER may be
+	 * pgsandbox_sandbox or pg_database_owner by now), the database must be
+	 * the sandbox's own: the one named like the role the session acts for.
 	 */
-	if (IsA(stmt, AlterRoleSetStmt) && ((AlterRoleSetStmt *) stmt)->database != NULL &&
-		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)) &&
-		strcmp(((AlterRoleSetStmt *) stmt)->database,
-			   GetUserNameFromId(GetUserId(), false)) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("a sandbox role may not change settings in another database")));
+	if (IsA(stmt, AlterRoleSetStmt) && ((AlterRoleSetStmt *) stmt)->database != NULL)
+	{
+		Oid			sandbox = sbx_sandbox_acting_for();
+
+		if (OidIsValid(sandbox) &&
+			strcmp(((AlterRoleSetStmt *) stmt)->database,
+				   GetUserNameFromId(sandbox, false)) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("a sandbox role may not change settings in another database")));
+	}
 
 	/*
 	 * A sandbox role restoring a source of another build: column options
@@ -174,7 +227,7 @@ sbx_process_utility(PlannedStmt *pstmt, const char *queryString,
 	 */
 	if (IsA(stmt, AlterTableStmt) &&
 		sbx_has_foreign_attoptions((AlterTableStmt *) stmt) &&
-		sbx_is_sandbox_role(GetUserId(), get_role_oid(SBX_SANDBOX_GROUP, true)))
+		OidIsValid(sbx_sandbox_acting_for()))
 	{
 		if (readOnlyTree)
 		{

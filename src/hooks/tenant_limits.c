@@ -110,11 +110,12 @@ sbx_check_sandbox_login(Oid role, const char *name)
 }
 
 /*
- * A sandbox role prepares the current transaction: refuse it, before
- * anything is prepared, if its database holds its share already.
+ * The session of sandbox role 'role' prepares the current transaction, as
+ * that role or as any role it has become (login_check.c): refuse it,
+ * before anything is prepared, if its database holds its share already.
  */
 void
-sbx_check_sandbox_prepare(void)
+sbx_check_sandbox_prepare(Oid role)
 {
 	int			cap = sbx_prepared_cap();
 	int64		held;
@@ -132,7 +133,7 @@ sbx_check_sandbox_prepare(void)
 	SPI_finish();
 	if (held >= cap)
 	{
-		sbx_note_refusal(GetUserId(), SBX_REFUSED_PREPARED);
+		sbx_note_refusal(role, SBX_REFUSED_PREPARED);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("this sandbox already holds %lld prepared transaction%s", (long long) held,

@@ -51,7 +51,7 @@ root=$(pgsbx_root "$version")
 # Environment passed into the chroot: the PostgreSQL test knobs and locale
 # settings the caller set, nothing else of the host's.
 passenv=()
-for v in PG_TEST_TIMEOUT_DEFAULT PG_TEST_EXTRA PG_TEST_PORT_DIR PROVE_FLAGS PROVE_TESTS \
+for v in PG_TEST_TIMEOUT_DEFAULT PG_TEST_EXTRA PG_TEST_PORT_DIR PGCTLTIMEOUT PROVE_FLAGS PROVE_TESTS \
 		 PGSANDBOX_PAGILA_DIR PGSANDBOX_FOREIGN PGSANDBOX_COW_DIR PGSANDBOX_TEST_JOBS \
 		 PGSANDBOX_TAP_TIMES PGSANDBOX_UPGRADE_FROM PGSANDBOX_TEST_FILE_TIMEOUT LANG LC_ALL TZ WERROR; do
 	[ -n "${!v+x}" ] && passenv+=("$v=${!v}")
