@@ -24,7 +24,8 @@ extern PGDLLIMPORT bool sbx_catalog_current;	/* the catalog has snapshots (0.3) 
 /* clearing what a database holds of a sandbox (janitor.c) */
 extern bool sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db,
 							  bool drop_grants);
-extern bool sbx_janitor_start_aged(Oid dboid, const char *name, int max_age);
+extern bool sbx_janitor_start_aged(Oid dboid, const char *name,
+								   TimestampTz prepared_before);
 extern void sbx_janitor_wait(Oid dboid);
 extern char *sbx_role_to_revoke(Oid role);
 extern const char *sbx_holders_sql(void);

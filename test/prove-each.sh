@@ -58,7 +58,8 @@ mkdir -p "$PG_TEST_PORT_DIR"
 declare -A known=()
 if [ -r "$here/tap-durations" ]; then
 	while read -r secs name; do
-		[ -n "${name:-}" ] && known[$name]=$secs
+		case $secs in '' | '#'*) continue ;; esac
+		known[$name]=$secs
 	done <"$here/tap-durations"
 fi
 mapfile -t order < <(for f in "${files[@]}"; do

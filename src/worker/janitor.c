@@ -47,6 +47,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 /* what a janitor clears, passed in its bgw_extra */
 typedef struct SbxJanitorTarget
@@ -54,9 +55,9 @@ typedef struct SbxJanitorTarget
 	Oid			role;			/* the sandbox's role, or InvalidOid */
 	Oid			db;				/* the sandbox's database, or InvalidOid */
 	bool		drop_grants;	/* revoke what this database grants the role */
-	int			max_age;		/* if above 0: instead, roll back every
-								 * transaction prepared longer ago than this
-								 * many seconds (tenants.c) */
+	TimestampTz prepared_before;	/* if not 0: instead, roll back every
+									 * transaction prepared before this
+									 * moment (tenants.c) */
 } SbxJanitorTarget;
 
 /* the janitors the lifecycle worker has started and not yet seen stop */
@@ -204,16 +205,17 @@ sbx_janitor_start(Oid dboid, const char *name, Oid role, Oid db, bool drop_grant
 
 /*
  * Start a janitor in sandbox 'name''s database dboid that rolls back every
- * transaction prepared there longer ago than max_age seconds.  Does not
- * wait.
+ * transaction prepared there before prepared_before: the moment the caller
+ * judged by, so that the janitor rolls back only what the caller saw and
+ * logged, not one that grew old while it started.  Does not wait.
  */
 bool
-sbx_janitor_start_aged(Oid dboid, const char *name, int max_age)
+sbx_janitor_start_aged(Oid dboid, const char *name, TimestampTz prepared_before)
 {
 	SbxJanitorTarget target;
 
 	memset(&target, 0, sizeof(target));
-	target.max_age = max_age;
+	target.prepared_before = prepared_before;
 	return sbx_janitor_launch(dboid, name, &target);
 }
 
@@ -323,16 +325,14 @@ sbx_janitor_main(Datum main_arg)
 		args[1] = NULL;
 
 	sbx_xact_begin("pgsandbox: looking for what holds a sandbox");
-	if (target.max_age > 0)
+	if (target.prepared_before != 0)
 	{
-		char		age[32];
-		const char *ageargs[1] = {age};
+		const char *before[1] = {timestamptz_to_str(target.prepared_before)};
 
-		snprintf(age, sizeof(age), "%d", target.max_age);
 		sbx_spi("SELECT gid FROM pg_catalog.pg_prepared_xacts"
 				" WHERE database = pg_catalog.current_database()"
-				"   AND prepared < pg_catalog.now() - pg_catalog.make_interval(secs => $1::float8)",
-				SPI_OK_SELECT, 1, ageargs);
+				"   AND prepared < $1::pg_catalog.timestamptz",
+				SPI_OK_SELECT, 1, before);
 	}
 	else
 		sbx_spi(psprintf("SELECT h.id FROM (%s) h"

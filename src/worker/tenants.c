@@ -47,6 +47,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timestamp.h"
 
 /*
  * Run one ALTER ROLE in a subtransaction; on failure, note why in *refused
@@ -202,11 +203,15 @@ sbx_roll_back_old_prepared(void)
 	int			n;
 	Oid		   *dbs;
 	char	  **names;
+	TimestampTz before;
 
 	if (sbx_max_prepared_age <= 0)
 		return;
 	snprintf(age, sizeof(age), "%d", sbx_max_prepared_age);
 	sbx_xact_begin("pgsandbox: looking for old prepared transactions in sandboxes");
+	/* what now() - the age is below: the janitors judge by the same moment */
+	before = GetCurrentTransactionStartTimestamp() -
+		(TimestampTz) sbx_max_prepared_age * USECS_PER_SEC;
 	sbx_spi("WITH old AS ("
 			"  SELECT s.name, s.db_oid, p.gid, p.prepared"
 			"    FROM pg_catalog.pg_prepared_xacts p"
@@ -242,7 +247,7 @@ sbx_roll_back_old_prepared(void)
 	}
 	sbx_xact_commit();
 	for (int i = 0; i < n; i++)
-		(void) sbx_janitor_start_aged(dbs[i], names[i], sbx_max_prepared_age);
+		(void) sbx_janitor_start_aged(dbs[i], names[i], before);
 }
 
 static void
