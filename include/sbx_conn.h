@@ -157,8 +157,9 @@ extern void sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 								   const char ***keywords,
 								   const char ***values);
 extern char *sbx_conninfo_for_subscription(const char *conninfo);
-extern char **sbx_conninfo_to_env(const char *conninfo);
-extern bool sbx_conninfo_local_default(const char *conninfo);
+extern char **sbx_conninfo_to_env(const char *conninfo, bool untrusted);
+extern bool sbx_conninfo_local_default(const char *conninfo, bool untrusted);
+extern bool sbx_conninfo_names_user(const char *conninfo);
 extern char *sbx_conninfo_password(const char *conninfo);
 extern void sbx_append_conninfo_value(StringInfo buf, const char *keyword,
 									  const char *value);

@@ -137,7 +137,7 @@ pgsandbox_set_live(PG_FUNCTION_ARGS)
 				 errmsg("source \"%s\" is not approved for data clones", source),
 				 errhint("A live snapshot holds the source's rows: add the source with allow_data => true.")));
 	password = sbx_conninfo_password(row.conninfo);
-	if (password == NULL || sbx_conninfo_local_default(row.conninfo))
+	if (password == NULL || !sbx_conninfo_names_user(row.conninfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the connection string of source \"%s\" must name a user and give its password to be live",

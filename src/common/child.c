@@ -79,7 +79,7 @@ sbx_child_environment(const char *conninfo, bool untrusted, const char *user,
 {
 	int			n = 0;
 	char	  **env;
-	char	  **src = conninfo ? sbx_conninfo_to_env(conninfo) : NULL;
+	char	  **src = conninfo ? sbx_conninfo_to_env(conninfo, untrusted) : NULL;
 	char		portstr[16];
 
 	while (environ[n] != NULL)

@@ -13,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "common/username.h"
 #include "lib/stringinfo.h"
 #include "libpq-fe.h"
 #include "postmaster/postmaster.h"
@@ -163,24 +164,92 @@ sbx_conninfo_validate(const char *conninfo, bool trusted, SbxConninfoParts *part
 				 errmsg("a source added by a non-superuser must carry a password"),
 				 errdetail("Without one, the source would be read with the server's own identity."),
 				 errhint("Give the connection string a user and password of a role that may read the source.")));
+	if (!trusted && (parts->user == NULL || parts->user[0] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a source added by a non-superuser must name its user"),
+				 errdetail("Without one, the source would be read as one of the server's own identities."),
+				 errhint("Give the connection string a user and password of a role that may read the source.")));
 }
 
 /*
- * Whether a source is read as pgsandbox_reader (source_reader.c): its
- * connection string names no host, no user and no service, so it is a
- * database of this cluster and its login pgsandbox's to choose.
+ * Keywords that say where or as whom to connect: a connection string with
+ * any of them is not one pgsandbox may complete with its reader's login.
+ */
+static const char *const sbx_where_or_whom_keywords[] = {
+	"host", "hostaddr", "port", "service", "user", "password", "passfile",
+	"sslcert", "sslkey", "sslpassword", "requirepeer", NULL
+};
+
+/*
+ * Whether a source is read as pgsandbox_reader (source_reader.c): a
+ * superuser added it ('untrusted' false), and its connection string names
+ * a database and nothing that says where or as whom to connect, so it is a
+ * database of this cluster and its login pgsandbox's to choose.  A source
+ * of an administrator who is not a superuser never is: its connection
+ * string names its own login (sbx_conninfo_validate), and one that names a
+ * port or a password is not completed with the reader's, which would go to
+ * whatever listens there.
  */
 static bool
-sbx_conninfo_reads_as_reader(const PQconninfoOption *opts)
+sbx_conninfo_reads_as_reader(const PQconninfoOption *opts, bool untrusted)
 {
+	if (untrusted)
+		return false;
 	for (const PQconninfoOption *o = opts; o->keyword != NULL; o++)
 	{
-		if (o->val != NULL &&
-			(strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0 ||
-			 strcmp(o->keyword, "user") == 0 || strcmp(o->keyword, "service") == 0))
+		if (o->val != NULL && sbx_keyword_in(o->keyword, sbx_where_or_whom_keywords))
 			return false;
 	}
 	return true;
+}
+
+/*
+ * The OS user this server runs as: libpq's requirepeer for the reader's
+ * connection, which then goes only to a socket of a server run by that
+ * user, checked before any password is sent.  A socket directory anyone
+ * may write to (/tmp) is no proof of whose server answers there.
+ */
+static const char *
+sbx_server_os_user(void)
+{
+	static char name[NAMEDATALEN];
+
+	if (name[0] == '\0')
+	{
+		char	   *errstr;
+		const char *user_name = get_user_name(&errstr);
+
+		if (user_name == NULL)
+			ereport(ERROR,
+					(errmsg("could not look up the operating system user of the server: %s",
+							errstr)));
+		strlcpy(name, user_name, sizeof(name));
+	}
+	return name;
+}
+
+/*
+ * A source added by an administrator who is not a superuser, from before
+ * such a source had to name its user: refused, not completed with any
+ * login of the server's.
+ */
+static void
+sbx_conninfo_check_untrusted(PQconninfoOption *opts, bool untrusted)
+{
+	if (!untrusted)
+		return;
+	for (const PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val != NULL && o->val[0] != '\0' && strcmp(o->keyword, "user") == 0)
+			return;
+	}
+	PQconninfoFree(opts);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the connection string of a source added by a non-superuser names no user"),
+			 errdetail("It is not read as any of the server's own identities."),
+			 errhint("Add the source again with a user and password of a role that may read it.")));
 }
 
 /*
@@ -212,12 +281,28 @@ sbx_reader_login_or_error(char *password)
 	return false;				/* keep the compiler quiet */
 }
 
-/* The same, for a connection string. */
+/* Whether a connection string names a user. */
 bool
-sbx_conninfo_local_default(const char *conninfo)
+sbx_conninfo_names_user(const char *conninfo)
 {
 	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
-	bool		result = sbx_conninfo_reads_as_reader(opts);
+	bool		result = false;
+
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val != NULL && o->val[0] != '\0' && strcmp(o->keyword, "user") == 0)
+			result = true;
+	}
+	PQconninfoFree(opts);
+	return result;
+}
+
+/* Whether a connection string is read as pgsandbox_reader. */
+bool
+sbx_conninfo_local_default(const char *conninfo, bool untrusted)
+{
+	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
+	bool		result = sbx_conninfo_reads_as_reader(opts, untrusted);
 
 	PQconninfoFree(opts);
 	return result;
@@ -237,10 +322,11 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 	int			i = 0;
 	char		portstr[16];
 
+	sbx_conninfo_check_untrusted(opts, untrusted);
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
-	*keywords = palloc0(sizeof(char *) * (n + 11));
-	*values = palloc0(sizeof(char *) * (n + 11));
+	*keywords = palloc0(sizeof(char *) * (n + 12));
+	*values = palloc0(sizeof(char *) * (n + 12));
 
 	snprintf(portstr, sizeof(portstr), "%d", PostPortNumber);
 	(*keywords)[i] = "host";
@@ -256,11 +342,15 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 		(*keywords)[i] = pstrdup(o->keyword);
 		(*values)[i++] = pstrdup(o->val);
 	}
-	if (sbx_conninfo_reads_as_reader(opts))
+	if (sbx_conninfo_reads_as_reader(opts, untrusted))
 	{
 		char	   *password = palloc(SBX_PASSWORD_LEN + 1);
 
-		/* not the server's superuser, but pgsandbox's reader */
+		/*
+		 * Not the server's superuser, but pgsandbox's reader, on this
+		 * server's own socket and port (first above, which the source does
+		 * not name), answered by a server of this one's OS user.
+		 */
 		if (sbx_reader_login_or_error(password))
 		{
 			(*keywords)[i] = "user";
@@ -269,6 +359,8 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
 			(*values)[i++] = password;
 			(*keywords)[i] = "passfile";
 			(*values)[i++] = "/dev/null";
+			(*keywords)[i] = "requirepeer";
+			(*values)[i++] = sbx_server_os_user();
 		}
 	}
 	if (untrusted)
@@ -291,15 +383,16 @@ sbx_conninfo_to_params(const char *conninfo, bool untrusted,
  * NULL-terminated array in the current memory context.
  */
 char	  **
-sbx_conninfo_to_env(const char *conninfo)
+sbx_conninfo_to_env(const char *conninfo, bool untrusted)
 {
 	PQconninfoOption *opts = sbx_conninfo_parse(conninfo);
 	int			n = 0;
 	char	  **env;
 
+	sbx_conninfo_check_untrusted(opts, untrusted);
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		n++;
-	env = palloc0(sizeof(char *) * (n + 4));
+	env = palloc0(sizeof(char *) * (n + 5));
 	n = 0;
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 	{
@@ -307,16 +400,17 @@ sbx_conninfo_to_env(const char *conninfo)
 			continue;
 		env[n++] = psprintf("%s=%s", o->envvar, o->val);
 	}
-	if (sbx_conninfo_reads_as_reader(opts))
+	if (sbx_conninfo_reads_as_reader(opts, untrusted))
 	{
 		char		password[SBX_PASSWORD_LEN + 1];
 
-		/* as sbx_conninfo_to_params: pgsandbox's reader */
+		/* as sbx_conninfo_to_params: pgsandbox's reader, checked peer */
 		if (sbx_reader_login_or_error(password))
 		{
 			env[n++] = pstrdup("PGUSER=" SBX_READER_ROLE);
 			env[n++] = psprintf("PGPASSWORD=%s", password);
 			env[n++] = pstrdup("PGPASSFILE=/dev/null");
+			env[n++] = psprintf("PGREQUIREPEER=%s", sbx_server_os_user());
 		}
 		explicit_bzero(password, sizeof(password));
 	}

@@ -62,8 +62,21 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 	PGconn	   *conn;
 	char		password[SBX_PASSWORD_LEN + 1];
 
+	/*
+	 * A source of an administrator who is not a superuser, added before such
+	 * a source had to name its user, is read as no identity of this server.
+	 */
+	if (require_password && !sbx_conninfo_names_user(conninfo))
+	{
+		*sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		*message = psprintf("the connection string of source \"%s\", added by a non-superuser, names no user",
+							name);
+		*detail = pstrdup("It is not read as any of the server's own identities: add the source again with a user and password of a role that may read it.");
+		return NULL;
+	}
+
 	/* a source of this cluster waits for its reader's password */
-	if (sbx_conninfo_local_default(conninfo) &&
+	if (sbx_conninfo_local_default(conninfo, require_password) &&
 		sbx_reader_login(password) == SBX_READER_WAITING)
 	{
 		sbx_reader_waiting_error(name, sqlerrcode, message, detail);

@@ -18,6 +18,8 @@ use warnings FATAL => 'all';
 use FindBin;
 use lib $FindBin::RealBin;
 
+use IO::Socket::UNIX;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use SandboxTest;
@@ -208,6 +210,88 @@ clone_fails('ada', 'pwbad', '08006', qr/password authentication failed for user 
 	'password asked: a source with a wrong password');
 clone_fails($su, 'su_nopw', '08006', qr/no password supplied|password authentication failed/,
 	'password asked: the superuser\'s source without a password');
+
+# ---------------------------------------------------------------------------
+# pgsandbox_reader is never borrowed
+# ---------------------------------------------------------------------------
+
+# An admin's source that names a password but no user would be completed
+# with the reader's login, which reads every row: refused when added, in
+# both forms.  One in the catalog from before is refused when cloned.
+my $no_user = qr/a source added by a non-superuser must name its user/;
+add_refused('ada', 'dbname=src password=x', '42501', $no_user, 'admin, a password and no user');
+add_refused('ada', 'postgresql:///src?password=x', '42501', $no_user,
+	'admin, a URI with a password and no user');
+add_refused('ada', "dbname=src user='' password=x", '42501', $no_user, 'admin, an empty user');
+$node->safe_psql('postgres',
+	q{UPDATE pgsandbox.source SET conninfo = 'dbname=src password=x', "user" = NULL WHERE name = 'pwbad'});
+clone_fails('ada', 'pwbad', '42501', qr/added by a non-superuser,? names no user/,
+	'an admin\'s source from before, with no user');
+like(doctor_row('pwbad'), qr/^false\|.*names no user/, 'doctor() finds it unusable, as a clone does');
+
+# A source that names a port: pgsandbox connects where it says, to a
+# socket of that port in the server's socket directory, where anyone may
+# listen.  A listener there that asks for a password in clear hears
+# neither the reader's login nor its password.
+my $fake_port = PostgreSQL::Test::Cluster::get_free_port();
+my $fake_path = $node->host . "/.s.PGSQL.$fake_port";
+my $heard = $node->basedir . '/fake_server_heard';
+my $listener = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $fake_path, Listen => 5)
+  or die "could not listen on $fake_path: $!";
+my $fake = fork();
+die "fork: $!" unless defined $fake;
+if ($fake == 0)
+{
+	# a server that asks each client for its password in clear, and writes
+	# down the login and the password it is given; it leaves by _exit, so
+	# that the test library's END blocks (which stop the nodes) and its
+	# handlers of signals do not run in it
+	open my $log, '>>', $heard or die $!;
+	$log->autoflush(1);
+	$SIG{$_} = sub { POSIX::_exit(0) } for qw(ALRM TERM INT);
+	alarm 300;
+	while (my $c = $listener->accept)
+	{
+		my ($len, $startup, $type, $pw) = ('', '', '', '');
+		next unless read($c, $len, 4) == 4;
+		read($c, $startup, unpack('N', $len) - 4);
+		my %params = split /\0/, substr($startup, 4);
+		print $log 'login ' . ($params{user} // '?') . "\n";
+		print $c pack('aNN', 'R', 8, 3);	# AuthenticationCleartextPassword
+		if (read($c, $type, 1) == 1 && $type eq 'p' && read($c, $len, 4) == 4)
+		{
+			read($c, $pw, unpack('N', $len) - 4);
+			print $log "password $pw\n";
+		}
+		close $c;
+	}
+	POSIX::_exit(0);
+}
+close $listener;
+$node->safe_psql('postgres',
+	"SELECT pgsandbox.add_source('lure', 'dbname=src port=$fake_port connect_timeout=5', allow_data => true)");
+my $before_lure = snapshot();
+($ret, $out, $err) = as_role($su, "SELECT name FROM pgsandbox.clone('lure', schema_only => false)");
+isnt($ret, 0, 'a superuser\'s source naming a port where another server listens: the clone fails');
+doctor_row('lure');
+is(snapshot(), $before_lure, '... and leaves no database or role');
+my $what_it_heard = -e $heard ? PostgreSQL::Test::Utils::slurp_file($heard) : '';
+like($what_it_heard, qr/^login /m, 'the listener was reached');
+unlike($what_it_heard, qr/pgsandbox_reader/, 'but never as pgsandbox_reader');
+unlike($what_it_heard, qr/^password /m, 'and was given no password');
+kill 'TERM', $fake;
+waitpid($fake, 0);
+unlink $fake_path;
+
+# The superuser's source of this cluster is still read as the reader, on
+# the server's own socket, which the reader checks is served by the
+# server's own OS user (requirepeer) before it gives its password.
+$node->safe_psql('postgres', q{SELECT pgsandbox.add_source('plain', 'dbname=src', allow_data => true)});
+($ret, $out, $err) = as_role($su, "SELECT name, conninfo FROM pgsandbox.clone('plain', schema_only => false)");
+is($ret, 0, 'a superuser\'s source naming only its database clones') or diag $err;
+(undef, $conninfo) = split /\|/, $out, 2;
+(undef, $rows) = sandbox_psql($node, $conninfo // '', 'SELECT count(*) FROM t');
+is($rows, '10', '... with its rows, read as pgsandbox_reader');
 
 $node->stop;
 done_testing();
