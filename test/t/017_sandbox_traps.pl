@@ -35,9 +35,12 @@ ALTER DATABASE $name SET default_transaction_read_only = on;
 ALTER DATABASE $name SET statement_timeout = 1;
 });
 is($rc, 0, 'the sandbox role lays its traps') or diag $err;
-($rc, $out, $err) = sandbox_psql($node, $conninfo,
-	"SET default_transaction_read_only = off; SET statement_timeout = 0; "
-  . "BEGIN; CREATE TABLE held (i int); PREPARE TRANSACTION 'held';");
+# The session's own options outrank the database's settings from its first
+# statement on; a SET would itself run under the 1 ms timeout, which a busy
+# machine exceeds.
+($rc, $out, $err) = sandbox_psql($node,
+	"$conninfo options='-c statement_timeout=0 -c default_transaction_read_only=off'",
+	"BEGIN; CREATE TABLE held (i int); PREPARE TRANSACTION 'held';");
 is($rc, 0, 'and leaves a prepared transaction behind') or diag $err;
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_prepared_xacts WHERE database = '$name'"),
 	'1', 'the prepared transaction is there');
