@@ -267,7 +267,9 @@ sbx_remote_quote_qualified(const char *schema, const char *name)
  * system's operators and functions come first, string literals are read
  * as the standard says, and no row-level security policy runs (a policy's
  * expression is its author's code; a table one would filter fails the
- * read instead), whatever the source's settings.  A session that
+ * read instead), and the planner folds no table's CHECK constraint
+ * (constraint_exclusion off; source_trust.c checks them as well), whatever
+ * the source's settings.  A session that
  * copies rows ('copies_rows') also waits as long as the clone takes,
  * whatever timeouts the source's role has; writes values in forms any
  * server reads back the same (ISO dates, exact floats), in the source's
@@ -287,11 +289,13 @@ sbx_source_session_setup(PGconn *conn, bool copies_rows, const char *what)
 							" pg_catalog.set_config('intervalstyle', 'postgres', false),"
 							" pg_catalog.set_config('extra_float_digits', '3', false),"
 							" pg_catalog.set_config('row_security', 'off', false),"
+							" pg_catalog.set_config('constraint_exclusion', 'off', false),"
 							" pg_catalog.set_config('client_encoding',"
 							"                       pg_catalog.current_setting('server_encoding'), false)" :
 							"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
 							" pg_catalog.set_config('standard_conforming_strings', 'on', false),"
-							" pg_catalog.set_config('row_security', 'off', false)",
+							" pg_catalog.set_config('row_security', 'off', false),"
+							" pg_catalog.set_config('constraint_exclusion', 'off', false)",
 							0, NULL, PGRES_TUPLES_OK, what));
 }
 

@@ -212,7 +212,8 @@ sbx_source_connect(const char *source)
  * Prepare source connection 'conn' for a short look by pgsandbox (the
  * worker's at a live source, doctor()'s): a search_path of pg_catalog
  * alone, so that no operator or function a source's role made in another
- * schema stands in for a built-in one; no row-level security policy; at
+ * schema stands in for a built-in one; no row-level security policy and
+ * no constraint exclusion, which would fold a table's CHECKs; at
  * most 'timeout' seconds a statement, and at most a second a lock, since a
  * table's owner can hold the lock that pg_publication_tables takes on each
  * published table.  False, with *why set, if the source refused them.
@@ -229,6 +230,7 @@ sbx_source_look_begin(PGconn *conn, int timeout, char **why)
 	res = libpqsrv_exec_params(conn,
 							   "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
 							   "       pg_catalog.set_config('row_security', 'off', false),"
+							   "       pg_catalog.set_config('constraint_exclusion', 'off', false),"
 							   "       pg_catalog.set_config('statement_timeout', $1, false),"
 							   "       pg_catalog.set_config('lock_timeout', '1000', false)",
 							   1, NULL, params, NULL, NULL, 0, PG_WAIT_EXTENSION);

@@ -32,6 +32,21 @@
  *	  functions trusted roles own (found through pg_depend, which records
  *	  every function and operator an expression uses).
  *
+ * The planner also folds the immutable functions of CHECK constraints
+ * (constraint exclusion, which the default "partition" applies to every
+ * partition and inheritance child): those of the table and of what is under
+ * it must be of trusted roles too, though pgsandbox's source sessions set
+ * constraint_exclusion off as well (sandbox_conn.c).
+ *
+ * Values carry code of their own: a column's type may be a domain, whose
+ * constraints and default run when a value is made of that type (a
+ * replication apply, a cast in a query), over a base type, or an array,
+ * composite or range holding such a domain.  Every type a column's type
+ * holds, followed through all of these, must call only functions of
+ * trusted roles (its input, output and range functions, its default, a
+ * domain's constraints), and a domain must belong to a trusted role, whose
+ * owner may add a constraint to it at any moment.
+ *
  * A live snapshot's apply writes the published tables' rows, which runs
  * more of their code: their constraints, defaults and generated columns,
  * and their triggers enabled for replicas.  Its check (live_checks.c) asks
@@ -56,7 +71,8 @@
 /*
  * One row per thing that makes a table unsafe to plan on, the first first:
  * its kind, the table, the object (index, statistics object), the function,
- * the role that is not trusted, and the table of $1 it is (or is under).
+ * the role that is not trusted, the table of $1 it is (or is under), and
+ * for a type, the column whose type holds it and the type.
  * $1 is the tables, $2 the trusted roles' names.  Catalog queries only: no
  * user table is planned on.
  */
@@ -66,6 +82,22 @@
 	"  UNION" \
 	"  SELECT i.inhrelid, t.root FROM pg_catalog.pg_inherits i" \
 	"    JOIN tables t ON i.inhparent OPERATOR(pg_catalog.=) t.relid)," \
+	" coltypes(typid, relid, root, col) AS (" \
+	"  SELECT a.atttypid, t.relid, t.root, pg_catalog.quote_ident(a.attname)" \
+	"    FROM pg_catalog.pg_attribute a JOIN tables t ON a.attrelid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
+	"  UNION" \
+	"  SELECT x.typid, c.relid, c.root, c.col FROM coltypes c" \
+	"    JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid," \
+	"    LATERAL (SELECT y.typbasetype WHERE y.typbasetype OPERATOR(pg_catalog.<>) 0" \
+	"             UNION ALL SELECT y.typelem WHERE y.typelem OPERATOR(pg_catalog.<>) 0" \
+	"             UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a" \
+	"                        WHERE a.attrelid OPERATOR(pg_catalog.=) y.typrelid" \
+	"                          AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
+	"             UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r" \
+	"                        WHERE r.rngtypid OPERATOR(pg_catalog.=) y.oid" \
+	"             UNION ALL SELECT r.rngtypid FROM pg_catalog.pg_range r" \
+	"                        WHERE r.rngmultitypid OPERATOR(pg_catalog.=) y.oid) x(typid))," \
 	" dbowner AS (" \
 	"  SELECT d.datdba FROM pg_catalog.pg_database d" \
 	"   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())," \
@@ -79,39 +111,48 @@
 	"    FROM pg_catalog.pg_roles r)," \
 	" untrusted(role) AS (" \
 	"  SELECT o.role FROM owners o WHERE o.effective NOT IN (SELECT oid FROM trusted))," \
-	" objects(relid, root, kind, classid, objid, name) AS (" \
+	" objects(relid, root, kind, classid, objid, name, col, typ) AS (" \
 	"  SELECT t.relid, t.root, 'partition key', 'pg_catalog.pg_class'::pg_catalog.regclass, t.relid," \
-	"         NULL::pg_catalog.text" \
+	"         NULL::pg_catalog.text, NULL::pg_catalog.text, NULL::pg_catalog.text" \
 	"    FROM tables t" \
 	"  UNION ALL" \
 	"  SELECT i.indrelid, t.root, 'index', 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid," \
-	"         i.indexrelid::pg_catalog.regclass::pg_catalog.text" \
+	"         i.indexrelid::pg_catalog.regclass::pg_catalog.text, NULL, NULL" \
 	"    FROM pg_catalog.pg_index i JOIN tables t ON i.indrelid OPERATOR(pg_catalog.=) t.relid" \
 	"  UNION ALL" \
 	"  SELECT s.stxrelid, t.root, 'statistics object', 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid," \
 	"         pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)" \
-	"         pg_catalog.quote_ident(s.stxname)" \
+	"         pg_catalog.quote_ident(s.stxname), NULL, NULL" \
 	"    FROM pg_catalog.pg_statistic_ext s" \
 	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) s.stxnamespace" \
 	"    JOIN tables t ON s.stxrelid OPERATOR(pg_catalog.=) t.relid" \
 	"  UNION ALL" \
 	"  SELECT g.tgrelid, t.root, 'trigger', 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid," \
-	"         pg_catalog.quote_ident(g.tgname)" \
+	"         pg_catalog.quote_ident(g.tgname), NULL, NULL" \
 	"    FROM pg_catalog.pg_trigger g JOIN tables t ON g.tgrelid OPERATOR(pg_catalog.=) t.relid" \
 	"   WHERE $3 AND NOT g.tgisinternal AND g.tgenabled OPERATOR(pg_catalog.=) ANY (ARRAY['A', 'R']::\"char\"[])" \
 	"  UNION ALL" \
 	"  SELECT k.conrelid, t.root, 'constraint', 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid," \
-	"         pg_catalog.quote_ident(k.conname)" \
+	"         pg_catalog.quote_ident(k.conname), NULL, NULL" \
 	"    FROM pg_catalog.pg_constraint k JOIN tables t ON k.conrelid OPERATOR(pg_catalog.=) t.relid" \
-	"   WHERE $3" \
+	"   WHERE $3 OR k.contype OPERATOR(pg_catalog.=) 'c'" \
 	"  UNION ALL" \
 	"  SELECT a.adrelid, t.root, 'default of column', 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid," \
 	"         (SELECT pg_catalog.quote_ident(c.attname) FROM pg_catalog.pg_attribute c" \
-	"           WHERE c.attrelid OPERATOR(pg_catalog.=) a.adrelid AND c.attnum OPERATOR(pg_catalog.=) a.adnum)" \
+	"           WHERE c.attrelid OPERATOR(pg_catalog.=) a.adrelid AND c.attnum OPERATOR(pg_catalog.=) a.adnum)," \
+	"         NULL, NULL" \
 	"    FROM pg_catalog.pg_attrdef a JOIN tables t ON a.adrelid OPERATOR(pg_catalog.=) t.relid" \
-	"   WHERE $3)," \
-	" functions(relid, root, kind, name, func) AS (" \
-	"  SELECT o.relid, o.root, o.kind, o.name," \
+	"   WHERE $3" \
+	"  UNION ALL" \
+	"  SELECT c.relid, c.root, 'type', 'pg_catalog.pg_type'::pg_catalog.regclass, c.typid," \
+	"         NULL, c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
+	"    FROM coltypes c" \
+	"  UNION ALL" \
+	"  SELECT c.relid, c.root, 'domain constraint', 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid," \
+	"         pg_catalog.quote_ident(k.conname), c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
+	"    FROM coltypes c JOIN pg_catalog.pg_constraint k ON k.contypid OPERATOR(pg_catalog.=) c.typid)," \
+	" functions(relid, root, kind, name, col, typ, func) AS (" \
+	"  SELECT o.relid, o.root, o.kind, o.name, o.col, o.typ," \
 	"         CASE WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass" \
 	"              THEN (SELECT op.oprcode FROM pg_catalog.pg_operator op" \
 	"                     WHERE op.oid OPERATOR(pg_catalog.=) d.refobjid)::pg_catalog.oid" \
@@ -121,23 +162,30 @@
 	"                               AND d.objid OPERATOR(pg_catalog.=) o.objid" \
 	"   WHERE d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_proc'::pg_catalog.regclass," \
 	"                                                      'pg_catalog.pg_operator'::pg_catalog.regclass]))" \
-	" SELECT kind, relid::pg_catalog.regclass::pg_catalog.text, name, func, role, root FROM (" \
+	" SELECT kind, relid::pg_catalog.regclass::pg_catalog.text, name, func, role, root, col, typ FROM (" \
 	"  SELECT 1 AS ord, 'table' AS kind, c.oid AS relid, t.root, NULL::pg_catalog.text AS name," \
-	"         NULL::pg_catalog.text AS func, pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text AS role" \
+	"         NULL::pg_catalog.text AS func, pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text AS role," \
+	"         NULL::pg_catalog.text AS col, NULL::pg_catalog.text AS typ" \
 	"    FROM tables t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid" \
 	"   WHERE c.relowner IN (SELECT role FROM untrusted)" \
 	"  UNION ALL" \
 	"  SELECT 2, 'schema', c.oid, t.root, pg_catalog.quote_ident(n.nspname), NULL," \
-	"         pg_catalog.pg_get_userbyid(n.nspowner)::pg_catalog.text" \
+	"         pg_catalog.pg_get_userbyid(n.nspowner)::pg_catalog.text, NULL, NULL" \
 	"    FROM tables t JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid" \
 	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace" \
 	"   WHERE n.nspowner IN (SELECT role FROM untrusted)" \
 	"  UNION ALL" \
+	"  SELECT 2, 'domain', c.relid, c.root, NULL, NULL," \
+	"         pg_catalog.pg_get_userbyid(y.typowner)::pg_catalog.text," \
+	"         c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
+	"    FROM coltypes c JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid" \
+	"   WHERE y.typtype OPERATOR(pg_catalog.=) 'd' AND y.typowner IN (SELECT role FROM untrusted)" \
+	"  UNION ALL" \
 	"  SELECT 3, f.kind, f.relid, f.root, f.name, p.oid::pg_catalog.regprocedure::pg_catalog.text," \
-	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text" \
+	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text, f.col, f.typ" \
 	"    FROM functions f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.func" \
 	"   WHERE p.proowner IN (SELECT role FROM untrusted)) u" \
-	" ORDER BY ord, relid, name, func"
+	" ORDER BY ord, relid, col, typ, name, func"
 
 /*
  * The rows of SBX_UNTRUSTED_SQL for 'relids', on a prepared session; with
@@ -197,6 +245,8 @@ sbx_check_tables_trusted_ext(PGconn *conn, const char *source, const char *trust
 	char	   *name;
 	char	   *func;
 	char	   *role;
+	char	   *col;
+	char	   *typ;
 
 	if (relids == NIL)
 		return;
@@ -211,6 +261,8 @@ sbx_check_tables_trusted_ext(PGconn *conn, const char *source, const char *trust
 	name = pstrdup(PQgetvalue(res, 0, 2));
 	func = pstrdup(PQgetvalue(res, 0, 3));
 	role = pstrdup(PQgetvalue(res, 0, 4));
+	col = pstrdup(PQgetvalue(res, 0, 6));
+	typ = pstrdup(PQgetvalue(res, 0, 7));
 	PQclear(res);
 
 	if (strcmp(kind, "table") == 0)
@@ -229,6 +281,25 @@ sbx_check_tables_trusted_ext(PGconn *conn, const char *source, const char *trust
 				 errdetail("pgsandbox would plan a query on the table %s, and the schema's owner could rename it and put another relation, with code of its own, in the table's place.",
 						   why),
 				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+	if (strcmp(kind, "domain") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("domain %s, in the type of column %s of table %s of source \"%s\", belongs to role \"%s\", which the source does not trust",
+						typ, col, table, source, role),
+				 errdetail("pgsandbox would read or write the table's values %s, and the domain's owner may give it, at any moment, a constraint or default whose functions run with the rights of pgsandbox's session.",
+						   why),
+				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+	if (strcmp(kind, "type") == 0 || strcmp(kind, "domain constraint") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 strcmp(kind, "type") == 0 ?
+				 errmsg("type %s, in the type of column %s of table %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
+						typ, col, table, source, func, role) :
+				 errmsg("constraint %s of domain %s, in the type of column %s of table %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
+						name, typ, col, table, source, func, role),
+				 errdetail("pgsandbox would read or write the table's values %s, and such a function runs with the rights of pgsandbox's session.",
+						   why),
+				 errhint("Have a trusted role own the function, trust its owner with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 strcmp(kind, "partition key") == 0 ?
