@@ -347,6 +347,9 @@ sbx_dump_argv(const char *archive, const char *section, List *extra)
 	args[n++] = "--no-subscriptions";
 	args[n++] = "--no-security-labels";
 	args[n++] = "--no-tablespaces";
+	/* the reader may not open large objects: the worker copies them */
+	if (sbx_large_objects_by_worker(sbx_job.conninfo, sbx_job.require_password))
+		args[n++] = "-B";
 	if (sbx_job.statistics)
 	{
 		/* pg_dump 18: the schema, the rows unless schema only, statistics */
@@ -806,6 +809,24 @@ sbx_record_digest(void)
 }
 
 /*
+ * The large objects of a source pg_dump left out (large_objects.c), copied
+ * through 'reader', in pg_dump's snapshot.
+ */
+static void
+sbx_copy_large_objects_of_job(PGconn *reader)
+{
+	int64		copied;
+
+	if (sbx_job.schema_only ||
+		!sbx_large_objects_by_worker(sbx_job.conninfo, sbx_job.require_password))
+		return;
+	copied = sbx_copy_large_objects(reader, sbx_job.source, sbx_job.name);
+	if (copied > 0)
+		sbx_job_note(&sbx_job, "%lld large object%s copied by the worker", (long long) copied,
+					 copied == 1 ? "" : "s");
+}
+
+/*
  * The reader of a dump that is not masked: a connection to the source in a
  * repeatable-read transaction whose snapshot pg_dump dumps (--snapshot), so
  * that the source's catalog read here, and the inventory the sandbox is
@@ -884,7 +905,10 @@ sbx_fill_sandbox(void)
 			info = sbx_fill_after_catalog(dump_env, restore_env, masked, reader);
 		/* everything the source holds, by name (verify.c) */
 		if (reader)
+		{
+			sbx_copy_large_objects_of_job(reader);
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
+		}
 		sbx_step(SBX_STEP_VERIFIED);
 	}
 	PG_CATCH();
@@ -990,6 +1014,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 			}
 			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);
 			sbx_job_note(&sbx_job, "%s", sbx_masking_summary(masking));
+			sbx_copy_large_objects_of_job(reader);
 			/* everything but the rows, in the reader's snapshot (verify.c) */
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
 		}

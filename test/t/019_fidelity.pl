@@ -13,7 +13,11 @@
 #     superuser-only ones are left out and named;
 # (e) encoding and locale: a LATIN1 / C source and an ICU source clone with
 #     theirs and sort alike; a locale this server lacks fails with 22023
-#     and nothing left, and works with pgsandbox.locale_fallback.
+#     and nothing left, and works with pgsandbox.locale_fallback;
+# (f) large objects, which pgsandbox_reader may not open: a plain and a
+#     reduced clone hold each one whole (an empty one, a sparse one, one of
+#     many pages, one an application role owns with no grant), with its OID,
+#     owned by the sandbox role, and nothing was granted on the source.
 
 use strict;
 use warnings FATAL => 'all';
@@ -360,6 +364,47 @@ SKIP:
 	unlike(in_sandbox($conninfo, $locale_sql), qr/de_DE/, '(e) the sandbox has the server\'s locale');
 	$far->stop;
 }
+
+# ---------------------------------------------------------------------------
+# (f) large objects
+# ---------------------------------------------------------------------------
+add_source('blobs');
+$node->safe_psql('blobs', q{
+CREATE ROLE blob_owner;
+CREATE TABLE docs (id int PRIMARY KEY, body oid);
+INSERT INTO docs VALUES (1, lo_from_bytea(0, ''));
+INSERT INTO docs VALUES (2, lo_from_bytea(0, 'a small one'));
+INSERT INTO docs SELECT 3, lo_from_bytea(0, string_agg(md5(g::text), '')::bytea)
+  FROM generate_series(1, 5000) g;
+SELECT lo_create(424242);
+SELECT lo_put(424242, 100000, 'past a hole');
+INSERT INTO docs VALUES (4, 424242);
+ALTER LARGE OBJECT 424242 OWNER TO blob_owner;
+CREATE TABLE other (id int PRIMARY KEY, note text);
+INSERT INTO other SELECT g, 'n' || g FROM generate_series(1, 20) g;
+});
+my $lo_sql = q{SELECT string_agg(m.oid || ':' || md5(lo_get(m.oid)) || ':' || length(lo_get(m.oid)), ','
+                  ORDER BY m.oid) FROM pg_largeobject_metadata m};
+my $want_lo = $node->safe_psql('blobs', $lo_sql);
+my $acl_sql = q{SELECT count(*) || ' ' || count(lomacl) FROM pg_largeobject_metadata};
+my $acl_before = $node->safe_psql('blobs', $acl_sql);
+foreach my $how ('plain', 'reduced')
+{
+	$node->safe_psql('postgres', q{SELECT pgsandbox.subset('blobs', 'public.other', 'id <= 5')})
+	  if $how eq 'reduced';
+	my ($name, $conninfo) = clone_ok('blobs', "(f) $how, with large objects");
+	is(in_sandbox($conninfo, $lo_sql), $want_lo,
+		"(f) $how: every large object, whole, with its OID");
+	is(in_sandbox($conninfo, q{SELECT count(*) FROM pg_largeobject_metadata
+		WHERE lomowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)}),
+		'0', "(f) $how: all owned by the sandbox role");
+	is(in_sandbox($conninfo, q{SELECT count(*) FROM docs d JOIN pg_largeobject_metadata m ON m.oid = d.body}),
+		'4', "(f) $how: the rows refer to them");
+	like(ready_detail($name), qr/4 large objects copied by the worker/,
+		"(f) $how: the ready event says who copied them");
+	$node->safe_psql('postgres', "SELECT pgsandbox.drop('$name')");
+}
+is($node->safe_psql('blobs', $acl_sql), $acl_before, '(f) nothing was granted on the source\'s large objects');
 
 $node->stop;
 done_testing();
