@@ -54,6 +54,7 @@ extern void sbx_reader_waiting_error(const char *source, int *sqlerrcode,
 									 char **message, char **detail);
 
 /* connecting to sources (source_conn.c) */
+extern const char *sbx_reader_hba_advice(void);
 extern PGconn *sbx_source_try_connect(const char *name, const char *conninfo,
 									  bool require_password, int connect_timeout,
 									  int *sqlerrcode, char **message,

@@ -148,6 +148,10 @@ cluster)
 	v=$1 deb=$2 port=$3
 	step "apt-get install $deb (its dependencies are there: nothing is downloaded)"
 	install_deb "$deb"
+	step "the upgrade notice apt-listchanges shows: the reader's pg_hba.conf line"
+	zgrep -q 'local   all   pgsandbox_reader   scram-sha-256' \
+		"/usr/share/doc/postgresql-$v-pgsandbox/NEWS.Debian.gz" ||
+		fail "NEWS.Debian of postgresql-$v-pgsandbox does not give the reader's pg_hba.conf line"
 	step "pg_createcluster $v main, its conf.d, the sandbox roles' pg_hba.conf line, pg_ctlcluster"
 	make_cluster "$v" "$port"
 	grep -n '^local' "/etc/postgresql/$v/main/pg_hba.conf"

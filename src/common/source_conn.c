@@ -136,6 +136,15 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 		*sqlerrcode = ERRCODE_CONNECTION_FAILURE;
 		*message = psprintf("could not connect to source \"%s\"", name);
 		*detail = msg;
+
+		/*
+		 * The reader's login refused: most often a pg_hba.conf made before
+		 * 0.12, whose lines let local roles in by peer only.  The server's
+		 * refusals name the user, in whatever language it speaks.
+		 */
+		if (sbx_conninfo_local_default(conninfo, require_password) &&
+			strstr(msg, "\"" SBX_READER_ROLE "\"") != NULL)
+			*detail = psprintf("%s. %s", msg, sbx_reader_hba_advice());
 		return NULL;
 	}
 	if (require_password && !PQconnectionUsedPassword(conn))
@@ -147,6 +156,18 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 		return NULL;
 	}
 	return conn;
+}
+
+/*
+ * What pg_hba.conf must say for pgsandbox_reader to log in: the words an
+ * administrator reads when it does not.
+ */
+const char *
+sbx_reader_hba_advice(void)
+{
+	return "pgsandbox_reader logs in with a password over this server's socket: pg_hba.conf needs "
+		"a line \"local all pgsandbox_reader scram-sha-256\" above any line that matches every role "
+		"(\"local all all peer\" on Debian), then a reload";
 }
 
 /*

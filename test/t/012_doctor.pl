@@ -231,7 +231,28 @@ for my $case (
 	is($d->{$hba_check}{ok}, $bad ? 'false' : 'true',
 		"pg_hba.conf '" . join(' / ', @$lines) . "': " . ($bad ? 'flagged' : 'not flagged'));
 }
+
+# a pg_hba.conf of before 0.12, which lets local roles in by peer only: a
+# clone read as pgsandbox_reader fails, and its error names the line to add
+write_hba($good_hba[0], 'local all +pgsandbox_sandbox scram-sha-256', 'local all all peer');
+$node->reload;
+$node->safe_psql('postgres', "SELECT pgsandbox.add_source('bypeer', 'dbname=src')");
+($ret, $out, $err) = $node->psql('postgres', "SELECT pgsandbox.clone('bypeer')");
+like($err, qr/could not connect to source "bypeer"/, 'a pg_hba.conf without the reader\'s line: the clone fails');
+like($err, qr/pg_hba\.conf needs a line "local all pgsandbox_reader scram-sha-256" above any line that matches every role/,
+	'and its error names the line to add');
+is($node->safe_psql('postgres',
+		"SELECT error ~ 'local all pgsandbox_reader scram-sha-256' FROM pgsandbox.sandboxes WHERE source = 'bypeer'"),
+	't', 'so does the sandbox\'s recorded error');
+write_hba($good_hba[0], 'local all +pgsandbox_sandbox scram-sha-256', 'local all pgsandbox_reader scram-sha-256',
+	'local all all peer');
+$node->reload;
+($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('bypeer')");
+is($ret, 0, 'with the line added, it clones') or diag $err;
+$node->safe_psql('postgres', "SELECT pgsandbox.drop('$out')") if $ret == 0;
+$node->safe_psql('postgres', "SELECT pgsandbox.remove_source('bypeer')");
 write_hba(@good_hba);
+$node->reload;
 
 # ---------------------------------------------------------------------------
 # databases of sandbox roles that pgsandbox does not know
