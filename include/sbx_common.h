@@ -42,6 +42,19 @@
 #define SBX_RESET_SUFFIX		"_reset"	/* a reset's new database */
 #define SBX_OLD_SUFFIX			"_old"	/* the one it replaced */
 #define SBX_SANDBOX_GROUP		"pgsandbox_sandbox"
+
+/*
+ * How a new sandbox role joins SBX_SANDBOX_GROUP (%s its quoted name): from
+ * PostgreSQL 16 on, without the right to SET ROLE to the group, which
+ * needs none of its members' rights.  The hooks hold a session to its
+ * login's rules whatever role it becomes (login_check.c); this closes the
+ * door as well.
+ */
+#if PG_VERSION_NUM >= 160000
+#define SBX_SANDBOX_MEMBERSHIP	"GRANT " SBX_SANDBOX_GROUP " TO %s WITH SET FALSE"
+#else
+#define SBX_SANDBOX_MEMBERSHIP	"GRANT " SBX_SANDBOX_GROUP " TO %s"
+#endif
 #define SBX_ADMIN_GROUP			"pgsandbox_admin"
 #define SBX_USER_GROUP			"pgsandbox_user"
 #define SBX_READER_ROLE			"pgsandbox_reader"	/* reads local sources */

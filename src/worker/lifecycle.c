@@ -420,12 +420,13 @@ sbx_create_role(SbxCloneJob *job)
 	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
 	/* a pool member's role logs in only once handed out */
 	sbx_run_utility(psprintf("CREATE ROLE %s %s NOSUPERUSER NOCREATEDB NOCREATEROLE"
-							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
+							 " NOREPLICATION NOBYPASSRLS",
 							 quote_identifier(job->name),
 							 job->kind == SBX_KIND_POOL || job->kind == SBX_KIND_SAVE
 							 ? "NOLOGIN" : "LOGIN"),
 					verifier);
 	explicit_bzero(verifier, strlen(verifier));
+	sbx_run_utility(psprintf(SBX_SANDBOX_MEMBERSHIP, quote_identifier(job->name)), NULL);
 	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, job->sandbox_id);
 	sbx_spi("UPDATE pgsandbox.sandbox SET role_oid ="
 			" (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)"

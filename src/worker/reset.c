@@ -285,10 +285,11 @@ sbx_create_reset_role(SbxCloneJob *job)
 	sbx_xact_begin("pgsandbox: creating a reset's role");
 	verifier = encrypt_password(PASSWORD_TYPE_SCRAM_SHA_256, job->name, job->password);
 	sbx_run_utility(psprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
-							 " NOREPLICATION NOBYPASSRLS IN ROLE " SBX_SANDBOX_GROUP,
+							 " NOREPLICATION NOBYPASSRLS",
 							 quote_identifier(job->name)),
 					verifier);
 	explicit_bzero(verifier, strlen(verifier));
+	sbx_run_utility(psprintf(SBX_SANDBOX_MEMBERSHIP, quote_identifier(job->name)), NULL);
 	sbx_spi("UPDATE pgsandbox.sandbox SET reset_role ="
 			" (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1)"
 			" WHERE id = $2::bigint", SPI_OK_UPDATE, 2, args);
