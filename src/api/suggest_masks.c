@@ -339,7 +339,7 @@ sbx_leave_untrusted_unsampled(PGconn *conn, const char *source, SbxColumn *colum
 			(errmsg("suggest_masks() did not sample %d table%s of source \"%s\": %s",
 					list_length(untrusted), list_length(untrusted) == 1 ? "" : "s",
 					source, names.data),
-			 errdetail("Their owners, or code their indexes or statistics run, are not trusted; their columns were judged by name and type alone."),
+			 errdetail("Their owners, or code their indexes, statistics, constraints or column types run, are not trusted; their columns were judged by name and type alone."),
 			 errhint("Trust their owners with pgsandbox.trust_owners() to have them sampled.")));
 }
 

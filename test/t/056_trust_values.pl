@@ -14,7 +14,7 @@
 #
 # Each is refused, naming the table, the object, the function and the role,
 # on each path that plans or applies on the table: a reduced clone, a
-# masked clone, and set_live().  Nothing is left behind and her function
+# masked clone, a rule's check, suggest_masks() and set_live().  Nothing is left behind and her function
 # never runs.  Beside each, the legitimate use: the same shapes with a
 # superuser's function clone with their rows intact and are followed live.
 
@@ -177,6 +177,9 @@ foreach my $c ([ 'app.parts', 'app.parts_1', 'evil_id' ], [ 'app.base', 'app.kid
 	like($err, qr/constraint $con of table \Q$child\E of source "src" calls function mal\.evil/,
 		"$child: subset() refuses it as well");
 	is(sq("SELECT count(*) FROM pgsandbox.source_rule WHERE source = 'src'"), '0', 'and sets no rule');
+	($ret, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM pgsandbox.suggest_masks('src')");
+	like($err, qr/suggest_masks\(\) did not sample [^\n]*\Q$table\E\b/,
+		"$child: suggest_masks() does not sample it, and says so");
 	$node->safe_psql('src', "ALTER TABLE $child DROP CONSTRAINT $con");
 }
 nothing_ran('folded CHECKs');
