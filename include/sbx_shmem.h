@@ -190,8 +190,11 @@ typedef struct SbxCloneJob
 								 * no extension or event trigger */
 	int64		source_bytes;	/* the source's size as probed, -1 if not
 								 * known */
-	char		notes[SBX_DETAIL_MAX];	/* for the 'ready' event: what was
-										 * left out or changed */
+	char		notes[SBX_NOTES_MAX];	/* for the 'ready' event: what was
+										 * left out or changed (job_notes.c) */
+	int			notes_len;		/* of the notes kept, before the count of
+								 * those that did not fit */
+	int			notes_left_out; /* notes that did not fit */
 
 	/*
 	 * A copy of a snapshot: its database and the role owning its objects.

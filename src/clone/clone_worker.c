@@ -1189,7 +1189,9 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 	{
 		job->finished = true;
 		job->ok = ok;
-		strlcpy(job->notes, sbx_job.notes, sizeof(job->notes));
+		memcpy(job->notes, sbx_job.notes, sizeof(job->notes));
+		job->notes_len = sbx_job.notes_len;
+		job->notes_left_out = sbx_job.notes_left_out;
 		strlcpy(job->copy_how, sbx_job.copy_how, sizeof(job->copy_how));
 		strlcpy(job->objects_digest, sbx_job.objects_digest, sizeof(job->objects_digest));
 		strlcpy(job->expected_digest, sbx_job.expected_digest, sizeof(job->expected_digest));

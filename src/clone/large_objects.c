@@ -17,12 +17,13 @@
  * (pg_dump -B), and the clone worker copies them itself once the restore
  * is done: it reads their pages through the reader's connection, in the
  * snapshot pg_dump dumped, and writes them into the sandbox with the
- * server's own large-object functions, acting as the sandbox's role, which
- * then owns each of them as it owns everything the restore made.  Each
- * keeps its OID, which the source's rows refer to, and its holes.  Their
- * privileges and comments are not copied, as pg_restore --no-privileges
- * copies none of anything.  The count copied is checked against the count
- * the snapshot holds.
+ * server's own large-object functions (lo_create, lo_put, lo_truncate),
+ * acting as the sandbox's role, which then owns each of them as it owns
+ * everything the restore made.  Each keeps its OID, which the source's
+ * rows refer to, its holes and its length.  Their privileges and comments
+ * are not copied, as pg_restore --no-privileges copies none of anything.
+ * What the sandbox then holds (large objects, pages and bytes) is checked
+ * against what the snapshot holds.
  *
  * A source that names its login is dumped as that login, which reads the
  * large objects it may read, as pg_dump does.
@@ -32,6 +33,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
 #include "libpq/libpq-fs.h"
@@ -39,13 +41,21 @@
 #include "pgstat.h"
 #include "sbx_clone.h"
 #include "sbx_conn.h"
-#include "storage/large_object.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 /* pages fetched at a time: at most 128 x 2 kB with the default block size */
 #define SBX_LO_FETCH	"FETCH 128 FROM pgsandbox_large_objects"
+
+/* large objects, pages, bytes: what the source's snapshot and the sandbox hold */
+#define SBX_LO_TOTALS \
+	"SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_largeobject_metadata)," \
+	"       pg_catalog.count(*)," \
+	"       COALESCE(pg_catalog.sum(pg_catalog.length(data)), 0)" \
+	"  FROM pg_catalog.pg_largeobject"
 
 /* Whether a source's large objects are the worker's to copy (see above). */
 bool
@@ -61,8 +71,51 @@ sbx_binary_uint32(const PGresult *res, int row, int col)
 	const unsigned char *p = (const unsigned char *) PQgetvalue(res, row, col);
 
 	if (PQgetlength(res, row, col) != 4)
-		elog(ERROR, "unexpected length of a large object's page number");
+		elog(ERROR, "unexpected length of a large object's OID or page number");
 	return ((uint32) p[0] << 24) | ((uint32) p[1] << 16) | ((uint32) p[2] << 8) | p[3];
+}
+
+/*
+ * Write one page of large object 'loid' at 'offset': its bytes, or, for a
+ * page of none (which lo_truncate leaves to mark a length on a page's
+ * boundary), the length itself.
+ */
+static void
+sbx_write_page(Oid loid, int64 offset, const char *data, int len)
+{
+	if (len > 0)
+	{
+		bytea	   *bytes = palloc(VARHDRSZ + len);
+
+		SET_VARSIZE(bytes, VARHDRSZ + len);
+		memcpy(VARDATA(bytes), data, len);
+		DirectFunctionCall3(be_lo_put, ObjectIdGetDatum(loid), Int64GetDatum(offset),
+							PointerGetDatum(bytes));
+	}
+	else
+	{
+		int32		fd = DatumGetInt32(DirectFunctionCall2(be_lo_open, ObjectIdGetDatum(loid),
+														   Int32GetDatum(INV_WRITE)));
+
+		DirectFunctionCall2(be_lo_truncate64, Int32GetDatum(fd), Int64GetDatum(offset));
+		DirectFunctionCall1(be_lo_close, Int32GetDatum(fd));
+	}
+}
+
+/* SBX_LO_TOTALS of the database this worker is connected to, as text */
+static void
+sbx_local_totals(char **objects, char **pages, char **bytes)
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	SPI_connect();
+	/* not read-only: a snapshot of its own, which sees what was written */
+	if (SPI_execute(SBX_LO_TOTALS, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not count the sandbox's large objects");
+	*objects = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	*pages = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
+	*bytes = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3));
+	SPI_finish();
 }
 
 /*
@@ -75,38 +128,37 @@ sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename)
 {
 	const char *what = psprintf("could not copy the large objects of source \"%s\"", source);
 	PGresult   *res;
-	int64		expected;
-	int64		copied = 0;
+	char	   *want[3];
+	char	   *got[3];
 	int64		pagesize;
 	Oid			roleid;
 	Oid			save_userid;
 	int			save_sec_context;
-	Oid			current = InvalidOid;
-	LargeObjectDesc *desc = NULL;
 	MemoryContext batch;
 	MemoryContext outer;
 
-	res = sbx_remote_exec(reader,
-						  "SELECT pg_catalog.count(*),"
-						  "       pg_catalog.current_setting('block_size')::pg_catalog.int8"
-						  "       OPERATOR(pg_catalog./) 4"
-						  "  FROM pg_catalog.pg_largeobject_metadata",
-						  0, NULL, PGRES_TUPLES_OK, what);
-	expected = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
-	pagesize = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+	res = sbx_remote_exec(reader, SBX_LO_TOTALS, 0, NULL, PGRES_TUPLES_OK, what);
+	for (int i = 0; i < 3; i++)
+		want[i] = pstrdup(PQgetvalue(res, 0, i));
 	PQclear(res);
-	if (expected == 0)
+	if (strcmp(want[0], "0") == 0)
 		return 0;
+	pagesize = strtoi64(sbx_remote_value(reader, "SELECT pg_catalog.current_setting('block_size')", what),
+						NULL, 10) / 4;
 
 	pgstat_report_activity(STATE_RUNNING, "pgsandbox: copying large objects");
-	/* every large object, with its pages if it has any; no hole is a row */
+
+	/*
+	 * First every large object, then their pages, in whatever order the
+	 * source reads them: nothing to sort there, and lo_put() writes a page
+	 * wherever it falls.
+	 */
 	PQclear(sbx_remote_exec(reader,
 							"DECLARE pgsandbox_large_objects NO SCROLL CURSOR FOR"
-							" SELECT m.oid, l.pageno, l.data"
+							" SELECT m.oid, NULL::pg_catalog.int4, NULL::pg_catalog.bytea"
 							"   FROM pg_catalog.pg_largeobject_metadata m"
-							"   LEFT JOIN pg_catalog.pg_largeobject l"
-							"     ON l.loid OPERATOR(pg_catalog.=) m.oid"
-							"  ORDER BY m.oid, l.pageno",
+							"  UNION ALL"
+							" SELECT l.loid, l.pageno, l.data FROM pg_catalog.pg_largeobject l",
 							0, NULL, PGRES_COMMAND_OK, what));
 
 	SetCurrentStatementStartTimestamp();
@@ -115,8 +167,7 @@ sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename)
 	roleid = get_role_oid(rolename, false);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	outer = CurrentMemoryContext;
-	batch = AllocSetContextCreate(CurrentMemoryContext, "pgsandbox large objects",
-								  ALLOCSET_DEFAULT_SIZES);
+	batch = AllocSetContextCreate(outer, "pgsandbox large objects", ALLOCSET_DEFAULT_SIZES);
 	/* as the sandbox's role: each large object is made its own */
 	SetUserIdAndSecContext(roleid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	PG_TRY();
@@ -144,20 +195,11 @@ sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename)
 			{
 				Oid			loid = (Oid) sbx_binary_uint32(res, i, 0);
 
-				if (loid != current)
-				{
-					if (desc != NULL)
-						inv_close(desc);
-					/* in the transaction's context, which inv_close frees */
-					inv_create(loid);
-					desc = inv_open(loid, INV_WRITE, outer);
-					current = loid;
-					copied++;
-				}
 				if (PQgetisnull(res, i, 1))
-					continue;	/* an empty large object */
-				inv_seek(desc, (int64) sbx_binary_uint32(res, i, 1) * pagesize, SEEK_SET);
-				inv_write(desc, PQgetvalue(res, i, 2), PQgetlength(res, i, 2));
+					DirectFunctionCall1(be_lo_create, ObjectIdGetDatum(loid));
+				else
+					sbx_write_page(loid, (int64) sbx_binary_uint32(res, i, 1) * pagesize,
+								   PQgetvalue(res, i, 2), PQgetlength(res, i, 2));
 			}
 			MemoryContextSwitchTo(outer);
 			PQclear(res);
@@ -165,8 +207,6 @@ sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename)
 			if (n == 0)
 				break;
 		}
-		if (desc != NULL)
-			inv_close(desc);
 	}
 	PG_FINALLY();
 	{
@@ -175,16 +215,19 @@ sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename)
 	}
 	PG_END_TRY();
 	MemoryContextDelete(batch);
+	sbx_local_totals(&got[0], &got[1], &got[2]);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	PQclear(sbx_remote_exec(reader, "CLOSE pgsandbox_large_objects", 0, NULL,
 							PGRES_COMMAND_OK, what));
 	pgstat_report_activity(STATE_IDLE, NULL);
 
-	if (copied != expected)
+	if (strcmp(want[0], got[0]) != 0 || strcmp(want[1], got[1]) != 0 ||
+		strcmp(want[2], got[2]) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("the sandbox received %lld of the %lld large objects of source \"%s\"",
-						(long long) copied, (long long) expected, source)));
-	return copied;
+				 errmsg("the sandbox did not receive the large objects of source \"%s\" whole", source),
+				 errdetail("The source holds %s large objects of %s pages and %s bytes, the sandbox %s of %s pages and %s bytes.",
+						   want[0], want[1], want[2], got[0], got[1], got[2])));
+	return strtoi64(got[0], NULL, 10);
 }

@@ -72,32 +72,19 @@
  * One row per thing that makes a table unsafe to plan on, the first first:
  * its kind, the table, the object (index, statistics object), the function,
  * the role that is not trusted, the table of $1 it is (or is under), and
- * for a type, the column whose type holds it and the type.
- * $1 is the tables, $2 the trusted roles' names.  Catalog queries only: no
- * user table is planned on.
+ * for a type, the column whose type holds it (NULL where an expression of
+ * the table names it, a cast in a CHECK say) and the type.  Types are
+ * followed once each (closure), then matched to the columns that hold
+ * them.  $1 is the tables, $2 the trusted roles' names, $3 whether the
+ * code that writing a row runs counts.  Catalog queries only: no user
+ * table is planned on.
  */
-#define SBX_UNTRUSTED_SQL \
+#define SBX_UNTRUSTED_SQL_HEAD \
 	"WITH RECURSIVE tables(relid, root) AS (" \
 	"  SELECT r, r FROM pg_catalog.unnest($1::pg_catalog.oid[]) r" \
 	"  UNION" \
 	"  SELECT i.inhrelid, t.root FROM pg_catalog.pg_inherits i" \
 	"    JOIN tables t ON i.inhparent OPERATOR(pg_catalog.=) t.relid)," \
-	" coltypes(typid, relid, root, col) AS (" \
-	"  SELECT a.atttypid, t.relid, t.root, pg_catalog.quote_ident(a.attname)" \
-	"    FROM pg_catalog.pg_attribute a JOIN tables t ON a.attrelid OPERATOR(pg_catalog.=) t.relid" \
-	"   WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
-	"  UNION" \
-	"  SELECT x.typid, c.relid, c.root, c.col FROM coltypes c" \
-	"    JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid," \
-	"    LATERAL (SELECT y.typbasetype WHERE y.typbasetype OPERATOR(pg_catalog.<>) 0" \
-	"             UNION ALL SELECT y.typelem WHERE y.typelem OPERATOR(pg_catalog.<>) 0" \
-	"             UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a" \
-	"                        WHERE a.attrelid OPERATOR(pg_catalog.=) y.typrelid" \
-	"                          AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
-	"             UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r" \
-	"                        WHERE r.rngtypid OPERATOR(pg_catalog.=) y.oid" \
-	"             UNION ALL SELECT r.rngtypid FROM pg_catalog.pg_range r" \
-	"                        WHERE r.rngmultitypid OPERATOR(pg_catalog.=) y.oid) x(typid))," \
 	" dbowner AS (" \
 	"  SELECT d.datdba FROM pg_catalog.pg_database d" \
 	"   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())," \
@@ -111,48 +98,108 @@
 	"    FROM pg_catalog.pg_roles r)," \
 	" untrusted(role) AS (" \
 	"  SELECT o.role FROM owners o WHERE o.effective NOT IN (SELECT oid FROM trusted))," \
-	" objects(relid, root, kind, classid, objid, name, col, typ) AS (" \
+	" objects(relid, root, kind, classid, objid, name) AS (" \
 	"  SELECT t.relid, t.root, 'partition key', 'pg_catalog.pg_class'::pg_catalog.regclass, t.relid," \
-	"         NULL::pg_catalog.text, NULL::pg_catalog.text, NULL::pg_catalog.text" \
+	"         NULL::pg_catalog.text" \
 	"    FROM tables t" \
 	"  UNION ALL" \
 	"  SELECT i.indrelid, t.root, 'index', 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid," \
-	"         i.indexrelid::pg_catalog.regclass::pg_catalog.text, NULL, NULL" \
+	"         i.indexrelid::pg_catalog.regclass::pg_catalog.text" \
 	"    FROM pg_catalog.pg_index i JOIN tables t ON i.indrelid OPERATOR(pg_catalog.=) t.relid" \
 	"  UNION ALL" \
 	"  SELECT s.stxrelid, t.root, 'statistics object', 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, s.oid," \
 	"         pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)" \
-	"         pg_catalog.quote_ident(s.stxname), NULL, NULL" \
+	"         pg_catalog.quote_ident(s.stxname)" \
 	"    FROM pg_catalog.pg_statistic_ext s" \
 	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) s.stxnamespace" \
 	"    JOIN tables t ON s.stxrelid OPERATOR(pg_catalog.=) t.relid" \
 	"  UNION ALL" \
 	"  SELECT g.tgrelid, t.root, 'trigger', 'pg_catalog.pg_trigger'::pg_catalog.regclass, g.oid," \
-	"         pg_catalog.quote_ident(g.tgname), NULL, NULL" \
+	"         pg_catalog.quote_ident(g.tgname)" \
 	"    FROM pg_catalog.pg_trigger g JOIN tables t ON g.tgrelid OPERATOR(pg_catalog.=) t.relid" \
 	"   WHERE $3 AND NOT g.tgisinternal AND g.tgenabled OPERATOR(pg_catalog.=) ANY (ARRAY['A', 'R']::\"char\"[])" \
 	"  UNION ALL" \
 	"  SELECT k.conrelid, t.root, 'constraint', 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid," \
-	"         pg_catalog.quote_ident(k.conname), NULL, NULL" \
+	"         pg_catalog.quote_ident(k.conname)" \
 	"    FROM pg_catalog.pg_constraint k JOIN tables t ON k.conrelid OPERATOR(pg_catalog.=) t.relid" \
 	"   WHERE $3 OR k.contype OPERATOR(pg_catalog.=) 'c'" \
 	"  UNION ALL" \
 	"  SELECT a.adrelid, t.root, 'default of column', 'pg_catalog.pg_attrdef'::pg_catalog.regclass, a.oid," \
 	"         (SELECT pg_catalog.quote_ident(c.attname) FROM pg_catalog.pg_attribute c" \
-	"           WHERE c.attrelid OPERATOR(pg_catalog.=) a.adrelid AND c.attnum OPERATOR(pg_catalog.=) a.adnum)," \
-	"         NULL, NULL" \
+	"           WHERE c.attrelid OPERATOR(pg_catalog.=) a.adrelid AND c.attnum OPERATOR(pg_catalog.=) a.adnum)" \
 	"    FROM pg_catalog.pg_attrdef a JOIN tables t ON a.adrelid OPERATOR(pg_catalog.=) t.relid" \
-	"   WHERE $3" \
+	"   WHERE $3)," \
+	" seeds(typid, relid, root, col) AS (" \
+	"  SELECT a.atttypid, t.relid, t.root, pg_catalog.quote_ident(a.attname)" \
+	"    FROM pg_catalog.pg_attribute a JOIN tables t ON a.attrelid OPERATOR(pg_catalog.=) t.relid" \
+	"   WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
+	"  UNION" \
+	"  SELECT d.refobjid, o.relid, o.root, NULL" \
+	"    FROM objects o" \
+	"    JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid" \
+	"                               AND d.objid OPERATOR(pg_catalog.=) o.objid" \
+	"   WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass)," \
+	" closure(start, typid) AS (" \
+	"  SELECT DISTINCT s.typid, s.typid FROM seeds s" \
+	"  UNION" \
+	"  SELECT c.start, x.typid FROM closure c" \
+	"    JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid," \
+	"    LATERAL (SELECT y.typbasetype WHERE y.typbasetype OPERATOR(pg_catalog.<>) 0" \
+	"             UNION ALL SELECT y.typelem WHERE y.typelem OPERATOR(pg_catalog.<>) 0" \
+	"             UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a" \
+	"                        WHERE a.attrelid OPERATOR(pg_catalog.=) y.typrelid" \
+	"                          AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped" \
+	"             UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r" \
+	"                        WHERE r.rngtypid OPERATOR(pg_catalog.=) y.oid" \
+	"             UNION ALL SELECT d.refobjid FROM pg_catalog.pg_depend d" \
+	"                        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass" \
+	"                          AND d.objid OPERATOR(pg_catalog.=) y.oid" \
+	"                          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass" \
+	"             UNION ALL SELECT d.refobjid FROM pg_catalog.pg_constraint k" \
+	"                        JOIN pg_catalog.pg_depend d" \
+	"                          ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::pg_catalog.regclass" \
+	"                         AND d.objid OPERATOR(pg_catalog.=) k.oid" \
+	"                        WHERE k.contypid OPERATOR(pg_catalog.=) y.oid" \
+	"                          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass"
+
+/* PostgreSQL 14 and later: a multirange holds its range */
+#define SBX_UNTRUSTED_SQL_MULTIRANGE \
+	"             UNION ALL SELECT r.rngtypid FROM pg_catalog.pg_range r" \
+	"                        WHERE r.rngmultitypid OPERATOR(pg_catalog.=) y.oid"
+
+#define SBX_UNTRUSTED_SQL_TAIL \
+	"             ) x(typid))," \
+	" types AS (SELECT DISTINCT typid FROM closure)," \
+	" typefuncs(typid, kind, name, refclassid, refobjid) AS (" \
+	"  SELECT c.typid, 'type', NULL::pg_catalog.text, d.refclassid, d.refobjid" \
+	"    FROM types c JOIN pg_catalog.pg_depend d" \
+	"      ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass" \
+	"     AND d.objid OPERATOR(pg_catalog.=) c.typid" \
 	"  UNION ALL" \
-	"  SELECT c.relid, c.root, 'type', 'pg_catalog.pg_type'::pg_catalog.regclass, c.typid," \
-	"         NULL, c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
-	"    FROM coltypes c" \
+	"  SELECT c.typid, 'domain constraint', pg_catalog.quote_ident(k.conname), d.refclassid, d.refobjid" \
+	"    FROM types c JOIN pg_catalog.pg_constraint k ON k.contypid OPERATOR(pg_catalog.=) c.typid" \
+	"    JOIN pg_catalog.pg_depend d" \
+	"      ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::pg_catalog.regclass" \
+	"     AND d.objid OPERATOR(pg_catalog.=) k.oid)," \
+	" typeproblems(typid, kind, name, func, role) AS (" \
+	"  SELECT y.oid, 'domain', NULL::pg_catalog.text, NULL::pg_catalog.text," \
+	"         pg_catalog.pg_get_userbyid(y.typowner)::pg_catalog.text" \
+	"    FROM types c JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid" \
+	"   WHERE y.typtype OPERATOR(pg_catalog.=) 'd' AND y.typowner IN (SELECT role FROM untrusted)" \
 	"  UNION ALL" \
-	"  SELECT c.relid, c.root, 'domain constraint', 'pg_catalog.pg_constraint'::pg_catalog.regclass, k.oid," \
-	"         pg_catalog.quote_ident(k.conname), c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
-	"    FROM coltypes c JOIN pg_catalog.pg_constraint k ON k.contypid OPERATOR(pg_catalog.=) c.typid)," \
-	" functions(relid, root, kind, name, col, typ, func) AS (" \
-	"  SELECT o.relid, o.root, o.kind, o.name, o.col, o.typ," \
+	"  SELECT f.typid, f.kind, f.name, p.oid::pg_catalog.regprocedure::pg_catalog.text," \
+	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text" \
+	"    FROM typefuncs f" \
+	"    JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=)" \
+	"         CASE WHEN f.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass" \
+	"              THEN (SELECT op.oprcode FROM pg_catalog.pg_operator op" \
+	"                     WHERE op.oid OPERATOR(pg_catalog.=) f.refobjid)::pg_catalog.oid" \
+	"              ELSE f.refobjid END" \
+	"   WHERE f.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_proc'::pg_catalog.regclass," \
+	"                                                      'pg_catalog.pg_operator'::pg_catalog.regclass])" \
+	"     AND p.proowner IN (SELECT role FROM untrusted))," \
+	" functions(relid, root, kind, name, func) AS (" \
+	"  SELECT o.relid, o.root, o.kind, o.name," \
 	"         CASE WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass" \
 	"              THEN (SELECT op.oprcode FROM pg_catalog.pg_operator op" \
 	"                     WHERE op.oid OPERATOR(pg_catalog.=) d.refobjid)::pg_catalog.oid" \
@@ -175,17 +222,16 @@
 	"    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace" \
 	"   WHERE n.nspowner IN (SELECT role FROM untrusted)" \
 	"  UNION ALL" \
-	"  SELECT 2, 'domain', c.relid, c.root, NULL, NULL," \
-	"         pg_catalog.pg_get_userbyid(y.typowner)::pg_catalog.text," \
-	"         c.col, c.typid::pg_catalog.regtype::pg_catalog.text" \
-	"    FROM coltypes c JOIN pg_catalog.pg_type y ON y.oid OPERATOR(pg_catalog.=) c.typid" \
-	"   WHERE y.typtype OPERATOR(pg_catalog.=) 'd' AND y.typowner IN (SELECT role FROM untrusted)" \
-	"  UNION ALL" \
 	"  SELECT 3, f.kind, f.relid, f.root, f.name, p.oid::pg_catalog.regprocedure::pg_catalog.text," \
-	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text, f.col, f.typ" \
+	"         pg_catalog.pg_get_userbyid(p.proowner)::pg_catalog.text, NULL, NULL" \
 	"    FROM functions f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.func" \
-	"   WHERE p.proowner IN (SELECT role FROM untrusted)) u" \
-	" ORDER BY ord, relid, col, typ, name, func"
+	"   WHERE p.proowner IN (SELECT role FROM untrusted)" \
+	"  UNION ALL" \
+	"  SELECT 4, p.kind, s.relid, s.root, p.name, p.func, p.role, s.col," \
+	"         p.typid::pg_catalog.regtype::pg_catalog.text" \
+	"    FROM seeds s JOIN closure c ON c.start OPERATOR(pg_catalog.=) s.typid" \
+	"    JOIN typeproblems p ON p.typid OPERATOR(pg_catalog.=) c.typid) u" \
+	" ORDER BY ord, relid, col NULLS LAST, typ, kind OPERATOR(pg_catalog.<>) 'domain', name, func"
 
 /*
  * The rows of SBX_UNTRUSTED_SQL for 'relids', on a prepared session; with
@@ -209,7 +255,11 @@ sbx_untrusted_objects(PGconn *conn, const char *source, const char *trusted_owne
 	params[0] = oids.data;
 	params[1] = trusted_owners && trusted_owners[0] ? trusted_owners : "{}";
 	params[2] = applied ? "true" : "false";
-	res = sbx_remote_exec(conn, SBX_UNTRUSTED_SQL, 3, params, PGRES_TUPLES_OK,
+	res = sbx_remote_exec(conn,
+						  psprintf("%s%s%s", SBX_UNTRUSTED_SQL_HEAD,
+								   PQserverVersion(conn) >= 140000 ? SBX_UNTRUSTED_SQL_MULTIRANGE : "",
+								   SBX_UNTRUSTED_SQL_TAIL),
+						  3, params, PGRES_TUPLES_OK,
 						  psprintf("could not check the owners of source \"%s\"", source));
 	pfree(oids.data);
 	return res;
@@ -281,25 +331,33 @@ sbx_check_tables_trusted_ext(PGconn *conn, const char *source, const char *trust
 				 errdetail("pgsandbox would plan a query on the table %s, and the schema's owner could rename it and put another relation, with code of its own, in the table's place.",
 						   why),
 				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
-	if (strcmp(kind, "domain") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("domain %s, in the type of column %s of table %s of source \"%s\", belongs to role \"%s\", which the source does not trust",
-						typ, col, table, source, role),
-				 errdetail("pgsandbox would read or write the table's values %s, and the domain's owner may give it, at any moment, a constraint or default whose functions run with the rights of pgsandbox's session.",
-						   why),
-				 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
-	if (strcmp(kind, "type") == 0 || strcmp(kind, "domain constraint") == 0)
+	if (strcmp(kind, "domain") == 0 || strcmp(kind, "type") == 0 ||
+		strcmp(kind, "domain constraint") == 0)
+	{
+		/* where the type is: a column's, or one an expression names */
+		char	   *where = col[0]
+			? psprintf("in the type of column %s of table %s", col, table)
+			: psprintf("named by an expression of table %s", table);
+
+		if (strcmp(kind, "domain") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("domain %s, %s of source \"%s\", belongs to role \"%s\", which the source does not trust",
+							typ, where, source, role),
+					 errdetail("pgsandbox would read or write the table's values %s, and the domain's owner may give it, at any moment, a constraint or default whose functions run with the rights of pgsandbox's session.",
+							   why),
+					 errhint("Trust the role with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 strcmp(kind, "type") == 0 ?
-				 errmsg("type %s, in the type of column %s of table %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
-						typ, col, table, source, func, role) :
-				 errmsg("constraint %s of domain %s, in the type of column %s of table %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
-						name, typ, col, table, source, func, role),
+				 errmsg("type %s, %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
+						typ, where, source, func, role) :
+				 errmsg("constraint %s of domain %s, %s of source \"%s\", calls function %s, which belongs to role \"%s\", which the source does not trust",
+						name, typ, where, source, func, role),
 				 errdetail("pgsandbox would read or write the table's values %s, and such a function runs with the rights of pgsandbox's session.",
 						   why),
 				 errhint("Have a trusted role own the function, trust its owner with pgsandbox.trust_owners(), or leave the table's rows out with pgsandbox.exclude_data().")));
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 strcmp(kind, "partition key") == 0 ?

@@ -28,6 +28,7 @@
 #include "libpq/crypt.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_masking.h"
 #include "sbx_roles.h"
@@ -510,7 +511,7 @@ sbx_locale_options(const SbxCloneSpec *spec, SbxCloneJob *job)
 					 errmsg("locale \"%s\" of source \"%s\" is not available on this server",
 							missing, spec->source),
 					 errhint("Install the locale, or set pgsandbox.locale_fallback = on to give sandboxes the server's default.")));
-		snprintf(job->notes, sizeof(job->notes),
+		sbx_job_note(job,
 				 "the server's default encoding and locale instead of the source's \"%s\", \"%s\", which this server lacks (pgsandbox.locale_fallback)",
 				 loc->encoding, loc->collate);
 		return "";

@@ -30,6 +30,7 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
@@ -167,8 +168,7 @@ sbx_save_begin(int j, const SbxActor *by, const SbxRequest *req, SbxCloneJob *jo
 							 quote_identifier(GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false))),
 					NULL);
 	sbx_xact_commit();
-	snprintf(job->notes, sizeof(job->notes), "%d session%s ended",
-			 ended, ended == 1 ? "" : "s");
+	sbx_job_note(job, "%d session%s ended", ended, ended == 1 ? "" : "s");
 	job->data_as_of = GetCurrentTimestamp();
 	job->copy_stage = true;
 	job->planned_dboid = sbx_plan_database_oid(job->sandbox_id);

@@ -16,7 +16,8 @@
 #     and nothing left, and works with pgsandbox.locale_fallback;
 # (f) large objects, which pgsandbox_reader may not open: a plain and a
 #     reduced clone hold each one whole (an empty one, a sparse one, one of
-#     many pages, one an application role owns with no grant), with its OID,
+#     many pages, one an application role owns with no grant, one made
+#     longer by lo_truncate), with its OID and length,
 #     owned by the sandbox role, and nothing was granted on the source.
 
 use strict;
@@ -380,6 +381,14 @@ SELECT lo_create(424242);
 SELECT lo_put(424242, 100000, 'past a hole');
 INSERT INTO docs VALUES (4, 424242);
 ALTER LARGE OBJECT 424242 OWNER TO blob_owner;
+-- made longer by lo_truncate, to a page's boundary: an empty last page
+SELECT lo_from_bytea(424243, 'x');
+DO $$DECLARE fd int; BEGIN
+	fd := lo_open(424243, x'20000'::int);
+	PERFORM lo_truncate(fd, 4096);
+	PERFORM lo_close(fd);
+END$$;
+INSERT INTO docs VALUES (5, 424243);
 CREATE TABLE other (id int PRIMARY KEY, note text);
 INSERT INTO other SELECT g, 'n' || g FROM generate_series(1, 20) g;
 });
@@ -399,8 +408,8 @@ foreach my $how ('plain', 'reduced')
 		WHERE lomowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)}),
 		'0', "(f) $how: all owned by the sandbox role");
 	is(in_sandbox($conninfo, q{SELECT count(*) FROM docs d JOIN pg_largeobject_metadata m ON m.oid = d.body}),
-		'4', "(f) $how: the rows refer to them");
-	like(ready_detail($name), qr/4 large objects copied by the worker/,
+		'5', "(f) $how: the rows refer to them");
+	like(ready_detail($name), qr/5 large objects copied by the worker/,
 		"(f) $how: the ready event says who copied them");
 	$node->safe_psql('postgres', "SELECT pgsandbox.drop('$name')");
 }

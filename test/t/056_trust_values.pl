@@ -182,6 +182,16 @@ foreach my $c ([ 'app.parts', 'app.parts_1', 'evil_id' ], [ 'app.base', 'app.kid
 		"$child: suggest_masks() does not sample it, and says so");
 	$node->safe_psql('src', "ALTER TABLE $child DROP CONSTRAINT $con");
 }
+# her domain named by a cast in a superuser's CHECK: its constraint runs
+# when the CHECK is folded
+sq("DELETE FROM pgsandbox.source_rule WHERE source = 'src'");
+set_rules('reduced', 'app.parts');
+$node->safe_psql('src',
+	'SET mal.armed = off; ALTER TABLE app.parts_1 ADD CONSTRAINT casts CHECK (id::mal.d_her IS NOT NULL)');
+like(failed_clone('a cast to her domain in a CHECK'),
+	qr/domain mal\.d_her, named by an expression of table app\.parts_1 of source "src", belongs to role "mallory"/,
+	'a CHECK that casts to her domain is refused, naming the domain and the table');
+$node->safe_psql('src', 'ALTER TABLE app.parts_1 DROP CONSTRAINT casts');
 nothing_ran('folded CHECKs');
 
 # ---------------------------------------------------------------------
