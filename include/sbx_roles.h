@@ -19,6 +19,9 @@ extern bool sbx_may_clone(Oid role, bool is_admin, const char *source);
 pg_noreturn extern void sbx_report_source_denied(const char *source, bool is_admin);
 pg_noreturn extern void sbx_report_data_denied(const char *source);
 
+/* sandbox roles' membership of the group, without SET on 16+ (roles.c) */
+extern int	sbx_withdraw_group_set_option(void);
+
 /* a superuser's session inside a sandbox, hardened (roles.c) */
 extern void sbx_harden_session(void);
 

@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_auth_members.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -26,11 +27,13 @@
 #include "miscadmin.h"
 #include "sbx_common.h"
 #include "sbx_roles.h"
+#include "sbx_spi.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/catcache.h"
 #include "utils/guc.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 /* The role pgsandbox acts for. */
@@ -135,4 +138,49 @@ sbx_harden_session(void)
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("session_replication_role", "origin", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("pgsandbox.read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * From PostgreSQL 16 on, sandbox roles made before pgsandbox granted their
+ * membership of pgsandbox_sandbox WITH SET FALSE (lifecycle.c) lose the
+ * right to SET ROLE to the group: the lifecycle worker calls this once per
+ * start.  Returns how many memberships it changed.  On 15 there is no such
+ * option, and the hooks hold the rules alone.
+ */
+int
+sbx_withdraw_group_set_option(void)
+{
+	int			changed = 0;
+
+#if PG_VERSION_NUM >= 160000
+	List	   *members = NIL;
+	ListCell   *lc;
+	MemoryContext outer;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	outer = CurrentMemoryContext;
+	SPI_connect();
+	if (SPI_execute("SELECT pg_catalog.quote_ident(r.rolname) FROM pg_catalog.pg_auth_members m"
+					"  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.member"
+					" WHERE m.roleid OPERATOR(pg_catalog.=) pg_catalog.to_regrole('" SBX_SANDBOX_GROUP "')"
+					"   AND m.set_option",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the members of " SBX_SANDBOX_GROUP);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		members = lappend(members,
+						  MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[i],
+																   SPI_tuptable->tupdesc, 1)));
+	SPI_finish();
+	foreach(lc, members)
+	{
+		sbx_run_utility(psprintf(SBX_SANDBOX_MEMBERSHIP, (char *) lfirst(lc)), NULL);
+		CommandCounterIncrement();
+		changed++;
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+#endif
+	return changed;
 }

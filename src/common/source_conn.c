@@ -140,10 +140,11 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 		/*
 		 * The reader's login refused: most often a pg_hba.conf made before
 		 * 0.12, whose lines let local roles in by peer only.  The server's
-		 * refusals name the user, in whatever language it speaks.
+		 * refusals name the user, whatever language and quotes it uses; the
+		 * advice says when it applies, since other refusals name it too.
 		 */
 		if (sbx_conninfo_local_default(conninfo, require_password) &&
-			strstr(msg, "\"" SBX_READER_ROLE "\"") != NULL)
+			strstr(msg, SBX_READER_ROLE) != NULL)
 			*detail = psprintf("%s. %s", msg, sbx_reader_hba_advice());
 		return NULL;
 	}
@@ -165,9 +166,9 @@ sbx_source_try_connect_as(const char *name, const char *conninfo,
 const char *
 sbx_reader_hba_advice(void)
 {
-	return "pgsandbox_reader logs in with a password over this server's socket: pg_hba.conf needs "
-		"a line \"local all pgsandbox_reader scram-sha-256\" above any line that matches every role "
-		"(\"local all all peer\" on Debian), then a reload";
+	return "If pg_hba.conf refused it: pgsandbox_reader logs in with a password over this server's "
+		"socket, so pg_hba.conf needs a line \"local all pgsandbox_reader scram-sha-256\" above any "
+		"line that matches every role (\"local all all peer\" on Debian), then a reload";
 }
 
 /*

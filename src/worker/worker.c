@@ -39,6 +39,7 @@
 #include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
+#include "sbx_roles.h"
 #include "sbx_shmem.h"
 #include "sbx_spi.h"
 #include "sbx_worker.h"
@@ -123,6 +124,18 @@ sbx_reconcile_todo_step(void *arg)
 	*(List **) arg = sbx_reconcile_todo();
 }
 
+/* sandbox roles made before SET FALSE lose SET ROLE to their group */
+static void
+sbx_group_set_option_step(void *arg)
+{
+	int			changed = sbx_withdraw_group_set_option();
+
+	if (changed > 0)
+		ereport(LOG,
+				(errmsg("pgsandbox: %d sandbox role%s may no longer SET ROLE " SBX_SANDBOX_GROUP,
+						changed, changed == 1 ? "" : "s")));
+}
+
 static void
 sbx_forget_previous_run(void)
 {
@@ -152,6 +165,8 @@ sbx_forget_previous_run(void)
 	/* then what a crash left of the databases being made (orphans.c) */
 	(void) sbx_try_or_warn(sbx_remove_orphans_step, NULL,
 						   "could not remove the orphaned database directories");
+	(void) sbx_try_or_warn(sbx_group_set_option_step, NULL,
+						   "could not withdraw SET from the sandbox roles' membership");
 	sbx_timers_reconciled_now();
 }
 

@@ -217,5 +217,23 @@ foreach my $name ($sa, $sb)
 }
 is(untracked_sandboxes($node), '0', 'their databases and roles are gone');
 
+# ---------------------------------------------------------------------
+# from 16 on, a sandbox role made before SET FALSE loses SET at the
+# worker's next start
+# ---------------------------------------------------------------------
+if ($node->pg_version >= 16)
+{
+	$node->safe_psql('postgres', 'CREATE ROLE sbx_old0001 LOGIN IN ROLE pgsandbox_sandbox');
+	my $set_option = q{SELECT set_option FROM pg_auth_members
+		WHERE member = 'sbx_old0001'::regrole AND roleid = 'pgsandbox_sandbox'::regrole};
+	is($node->safe_psql('postgres', $set_option), 't', 'an old sandbox role may SET ROLE its group');
+	my $offset = -s $node->logfile;
+	$node->restart;
+	ok($node->wait_for_log(qr/pgsandbox: 1 sandbox role may no longer SET ROLE pgsandbox_sandbox/,
+			$offset), 'the worker\'s start withdraws it, and says so');
+	is($node->safe_psql('postgres', $set_option), 'f', '... from the membership itself');
+	$node->safe_psql('postgres', 'DROP ROLE sbx_old0001');
+}
+
 $node->stop;
 done_testing();
