@@ -36,6 +36,7 @@
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_NOTES_MAX			16384	/* a clone job's notes, for its event */
+#define SBX_HINT_MAX			1024	/* an error's hint, carried to its caller */
 #define SBX_TRUSTED_MAX			1024	/* a source's trusted owners, as text[] */
 #define SBX_DIGEST_MAX			64		/* "<objects>:<md5>" of a database */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */

@@ -151,6 +151,7 @@ typedef struct SbxRequest
 	int			sqlerrcode;		/* 0 on success */
 	char		message[SBX_MESSAGE_MAX];
 	char		detail[SBX_DETAIL_MAX];
+	char		hint[SBX_HINT_MAX];
 	bool		dropped;		/* DROP: something was dropped */
 	char		result_name[NAMEDATALEN];	/* CLONE, SAVE */
 	char		password[SBX_PASSWORD_LEN + 1]; /* CLONE */
@@ -269,6 +270,7 @@ typedef struct SbxCloneJob
 	int			sqlerrcode;
 	char		message[SBX_MESSAGE_MAX];
 	char		detail[SBX_DETAIL_MAX];
+	char		hint[SBX_HINT_MAX];
 } SbxCloneJob;
 
 /*
@@ -334,7 +336,8 @@ extern bool sbx_queue_take(int slot, bool clone_allowed, SbxRequest *copy);
 extern void sbx_queue_untake(int slot, uint64 serial);
 extern bool sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome);
 extern void sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
-								   const char *message, const char *detail);
+								   const char *message, const char *detail,
+								   const char *hint);
 extern bool sbx_queue_abandoned(int slot, uint64 serial);
 extern void sbx_queue_fail_running(const char *message);
 

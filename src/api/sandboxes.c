@@ -125,7 +125,8 @@ sbx_run_request(SbxRequest *req, SbxRequest *result)
 		ereport(ERROR,
 				(errcode(result->sqlerrcode),
 				 errmsg_internal("%s", result->message),
-				 result->detail[0] ? errdetail_internal("%s", result->detail) : 0));
+				 result->detail[0] ? errdetail_internal("%s", result->detail) : 0,
+				 result->hint[0] ? errhint("%s", result->hint) : 0));
 	}
 }
 

@@ -409,15 +409,66 @@ sbx_restore_argv(const char *list, const char *archive, const char *section,
 	return sbx_argv(args);
 }
 
+/*
+ * A restore's failure once masked rows are in: the values a unique or
+ * foreign key names ("Key (email)=(p) already exists") are masked values,
+ * which a poor mask leaves part of the real one in, so they are withheld.
+ */
+static char *
+sbx_withhold_key_values(const char *text)
+{
+	StringInfoData buf;
+	const char *p = text;
+
+	initStringInfo(&buf);
+	while (*p)
+	{
+		const char *eol = strchr(p, '\n');
+		const char *end = eol ? eol : p + strlen(p);
+		const char *key = strstr(p, "Key (");
+		const char *eq = key && key < end ? strstr(key, ")=(") : NULL;
+		const char *close = NULL;
+
+		/* the values end at the line's last parenthesis */
+		for (const char *c = end - 1; eq && eq < end && c > eq + 2; c--)
+		{
+			if (*c == ')')
+			{
+				close = c;
+				break;
+			}
+		}
+		if (close)
+		{
+			appendBinaryStringInfo(&buf, p, eq + 3 - p);
+			appendStringInfoString(&buf, "masked values withheld");
+			appendBinaryStringInfo(&buf, close, end - close);
+		}
+		else
+			appendBinaryStringInfo(&buf, p, end - p);
+		if (!eol)
+			break;
+		appendStringInfoChar(&buf, '\n');
+		p = eol + 1;
+	}
+	return buf.data;
+}
+
 static void
 sbx_check_child(const SbxChild *child, const char *what)
 {
-	if (!sbx_child_succeeded(child))
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("%s", what),
-				 errdetail_internal("%s", sbx_child_describe_failure(child, sbx_secrets)),
-				 sbx_restore_hint ? errhint("%s", sbx_restore_hint) : 0));
+	char	   *detail;
+
+	if (sbx_child_succeeded(child))
+		return;
+	detail = sbx_child_describe_failure(child, sbx_secrets);
+	if (sbx_restore_hint)
+		detail = sbx_withhold_key_values(detail);
+	ereport(ERROR,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("%s", what),
+			 errdetail_internal("%s", detail),
+			 sbx_restore_hint ? errhint("%s", sbx_restore_hint) : 0));
 }
 
 /* Run one child to its end and check that it succeeded. */
@@ -827,6 +878,29 @@ sbx_copy_large_objects_of_job(PGconn *reader)
 }
 
 /*
+ * The rules' summary, a note per part ("; " between them), so that one that
+ * does not fit the notes leaves the others whole (job_notes.c).
+ */
+static void
+sbx_note_summary(char *summary)
+{
+	char	   *part = summary;
+
+	while (part != NULL && *part != '\0')
+	{
+		char	   *next = strstr(part, "; ");
+
+		if (next != NULL)
+		{
+			*next = '\0';
+			next += 2;
+		}
+		sbx_job_note(&sbx_job, "%s", part);
+		part = next;
+	}
+}
+
+/*
  * The reader of a dump that is not masked: a connection to the source in a
  * repeatable-read transaction whose snapshot pg_dump dumps (--snapshot), so
  * that the source's catalog read here, and the inventory the sandbox is
@@ -1013,7 +1087,7 @@ sbx_fill_after_catalog(char **dump_env, char **restore_env, bool masked,
 				MemoryContextSwitchTo(old);
 			}
 			sbx_dump_and_restore(dump_env, restore_env, info, masking, reader);
-			sbx_job_note(&sbx_job, "%s", sbx_masking_summary(masking));
+			sbx_note_summary(sbx_masking_summary(masking));
 			sbx_copy_large_objects_of_job(reader);
 			/* everything but the rows, in the reader's snapshot (verify.c) */
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
@@ -1179,7 +1253,8 @@ sbx_adopt_copy(void)
 }
 
 static void
-sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
+sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail,
+		   const char *hint)
 {
 	int			j = DatumGetInt32(MyBgworkerEntry->bgw_main_arg);
 	SbxCloneJob *job = &sbx_shared->jobs[j];
@@ -1202,6 +1277,7 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail)
 		job->sqlerrcode = sqlerrcode;
 		strlcpy(job->message, message ? message : "", sizeof(job->message));
 		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));
+		strlcpy(job->hint, hint ? hint : "", sizeof(job->hint));
 	}
 	LWLockRelease(sbx_shared->lock);
 	/* a success is served before this process has ended */
@@ -1251,7 +1327,7 @@ sbx_clone_worker_main(Datum main_arg)
 			sbx_adopt_copy();
 		else
 			sbx_fill_sandbox();
-		sbx_report(true, 0, NULL, NULL);
+		sbx_report(true, 0, NULL, NULL, NULL);
 	}
 	PG_CATCH();
 	{
@@ -1263,7 +1339,8 @@ sbx_clone_worker_main(Datum main_arg)
 		sbx_report(false,
 				   edata->sqlerrcode ? edata->sqlerrcode : ERRCODE_INTERNAL_ERROR,
 				   sbx_redact(edata->message ? edata->message : "", sbx_secrets),
-				   edata->detail ? sbx_redact(edata->detail, sbx_secrets) : NULL);
+				   edata->detail ? sbx_redact(edata->detail, sbx_secrets) : NULL,
+				   edata->hint ? sbx_redact(edata->hint, sbx_secrets) : NULL);
 	}
 	PG_END_TRY();
 

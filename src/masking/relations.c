@@ -403,8 +403,9 @@ sbx_check_mask_not_related(const char *source, const char *schema, const char *t
 	Datum		values[1];
 
 	values[0] = CStringGetTextDatum(source);
+	/* in the order of their names: the one an error names is always the same */
 	if (SPI_execute_with_args("SELECT target, expression FROM pgsandbox.source_rule"
-							  " WHERE source = $1 AND kind = 'relate'",
+							  " WHERE source = $1 AND kind = 'relate' ORDER BY target",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the rules of source \"%s\"", source);
 	for (uint64 i = 0; i < SPI_processed; i++)

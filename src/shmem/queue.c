@@ -318,6 +318,7 @@ sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome)
 		req->sqlerrcode = outcome->sqlerrcode;
 		strlcpy(req->message, outcome->message, sizeof(req->message));
 		strlcpy(req->detail, outcome->detail, sizeof(req->detail));
+		strlcpy(req->hint, outcome->hint, sizeof(req->hint));
 		req->dropped = outcome->dropped;
 		strlcpy(req->result_name, outcome->result_name, sizeof(req->result_name));
 		memcpy(req->password, outcome->password, sizeof(req->password));
@@ -336,7 +337,7 @@ sbx_queue_answer(int slot, uint64 serial, const SbxRequest *outcome)
 /* Answer the request (slot, serial) with an error. */
 void
 sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
-					   const char *message, const char *detail)
+					   const char *message, const char *detail, const char *hint)
 {
 	SbxRequest	outcome;
 
@@ -345,6 +346,8 @@ sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
 	strlcpy(outcome.message, message ? message : "", sizeof(outcome.message));
 	if (detail)
 		strlcpy(outcome.detail, detail, sizeof(outcome.detail));
+	if (hint)
+		strlcpy(outcome.hint, hint, sizeof(outcome.hint));
 	(void) sbx_queue_answer(slot, serial, &outcome);
 }
 
@@ -381,7 +384,7 @@ sbx_queue_fail_running(const char *message)
 		LWLockRelease(sbx_shared->lock);
 		if (running)
 			sbx_queue_answer_error(i, serial, ERRCODE_OPERATOR_INTERVENTION,
-								   message, NULL);
+								   message, NULL, NULL);
 	}
 }
 

@@ -50,7 +50,7 @@ void
 sbx_answer_with(int slot, uint64 serial, ErrorData *edata)
 {
 	sbx_queue_answer_error(slot, serial, edata->sqlerrcode,
-						   edata->message, edata->detail);
+						   edata->message, edata->detail, edata->hint);
 }
 
 
@@ -489,6 +489,7 @@ sbx_copy_continue(int j, SbxCloneJob *job)
 		job->sqlerrcode = edata->sqlerrcode;
 		strlcpy(job->message, edata->message, sizeof(job->message));
 		job->detail[0] = '\0';
+		strlcpy(job->hint, edata->hint ? edata->hint : "", sizeof(job->hint));
 	}
 	PG_END_TRY();
 	return started;
@@ -582,6 +583,7 @@ sbx_clone_finish(int j, bool stopped)
 	{
 		const char *message;
 		const char *detail = NULL;
+		const char *hint = NULL;
 		int			code;
 		char	   *reason;
 
@@ -596,13 +598,17 @@ sbx_clone_finish(int j, bool stopped)
 			code = job.sqlerrcode;
 			message = job.message;
 			detail = job.detail[0] ? job.detail : NULL;
+			hint = job.hint[0] ? job.hint : NULL;
 		}
 		else
 		{
 			code = ERRCODE_INTERNAL_ERROR;
 			message = "clone worker exited before finishing";
 		}
+		/* the sandbox's error and its event: the message, detail and hint */
 		reason = detail ? psprintf("%s\n%s", message, detail) : pstrdup(message);
+		if (hint)
+			reason = psprintf("%s\nHint: %s", reason, hint);
 		sbx_undo_job_quietly(&job, reason, sbx_jobs[j].actor);
 		if (job.live_slot_dropped)
 			sbx_live_forget_slot(job.sandbox_id);
@@ -616,16 +622,18 @@ sbx_clone_finish(int j, bool stopped)
 		 */
 		if (detail != NULL && !sbx_jobs[j].actor_is_admin)
 			detail = "What the servers said is shown to administrators only, in pgsandbox.sandboxes and the server log.";
-		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail);
+		sbx_queue_answer_error(job.request, job.request_serial, code, message, detail, hint);
 		if (job.reset)
 			ereport(LOG,
 					(errmsg("reset of sandbox \"%s\" failed; it keeps its data", job.reset_of),
-					 errdetail_internal("%s", message)));
+					 errdetail_internal("%s", message),
+					 hint ? errhint("%s", hint) : 0));
 		else
 			ereport(LOG,
 					(errmsg("clone of source \"%s\" into sandbox \"%s\" failed",
 							job.source, job.name),
-					 errdetail_internal("%s", message)));
+					 errdetail_internal("%s", message),
+					 hint ? errhint("%s", hint) : 0));
 	}
 	explicit_bzero(&job, sizeof(job));
 }

@@ -405,7 +405,7 @@ sbx_serve_requests(bool ready, int running)
 								   ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 								   psprintf("extension \"pgsandbox\" is not installed in database \"%s\"",
 											sbx_database),
-								   NULL);
+								   NULL, NULL);
 		else if (req.kind == SBX_REQ_CLONE)
 			sbx_serve_clone(j, slot, &req);
 		else if (req.kind == SBX_REQ_DROP || req.kind == SBX_REQ_EXTEND ||

@@ -356,4 +356,35 @@ sq(q{SELECT pgsandbox.unrelate('app', 'public.taggings(tag_name)', 'public.tags(
 my ($sbx3) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('app', schema_only => false)");
 ok($sbx3, 'without it, the clone succeeds again');
 
+# ---------------------------------------------------------------------------
+# a reduced clone of 60 tables and 45 relationships, each with references
+# that dangle: its ready event holds every count, whole
+# ---------------------------------------------------------------------------
+my @n = (1 .. 45);
+$node->safe_psql('postgres', 'CREATE DATABASE wide');
+$node->safe_psql('wide', join("\n",
+	(map { "CREATE TABLE w_p$_ (id int PRIMARY KEY, v text);"
+		  . " INSERT INTO w_p$_ SELECT g, 'v' || g FROM generate_series(1, 20) g;" } @n),
+	(map { "CREATE TABLE w_x$_ (id int); INSERT INTO w_x$_ SELECT generate_series(1, 5);" } 1 .. 14),
+	'CREATE TABLE w_main (id int PRIMARY KEY, ' . join(', ', map { "p$_ int" } @n) . ');',
+	'INSERT INTO w_main SELECT g, '
+	  . join(', ', map { "CASE WHEN g % 2 = 0 THEN 1000 + g + $_ ELSE g END" } @n)
+	  . ' FROM generate_series(1, 40) g;'));
+sq(q{SELECT pgsandbox.add_source('wide', 'dbname=wide', allow_data => true)});
+sq("SELECT pgsandbox.relate('wide', 'public.w_main(p$_)', 'public.w_p$_(id)')") foreach @n;
+sq(q{SELECT pgsandbox.subset('wide', 'public.w_main', 'id <= 10')});
+my ($wide) = split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('wide', schema_only => false)");
+my $ready = sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$wide' AND action = 'ready'");
+cmp_ok(length($ready), '>', 4096, 'the ready event of 60 tables and 45 relationships is long');
+my $missing = 0;
+foreach my $i (@n)
+{
+	my $dangling = $node->safe_psql('wide',
+		"SELECT count(*) FROM w_main m WHERE id <= 10 AND NOT EXISTS (SELECT FROM w_p$i p WHERE p.id = m.p$i)");
+	$missing++ unless $ready =~ /relationship public\.w_main\(p$i\) -> public\.w_p$i\(id\): $dangling kept rows refer to no row of the source(;|$)/;
+}
+is($missing, 0, 'it holds the count of every relationship, as the source has it');
+unlike($ready, qr/more notes?, past/, 'and left no note out');
+sq("SELECT pgsandbox.drop('$wide')");
+
 done_testing();

@@ -188,6 +188,10 @@ $rows = sq("SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'sandbox'");
 ($ret, $out, $err) = $node->psql('postgres', "SELECT name FROM pgsandbox.clone('keys', schema_only => false)");
 like($err, qr/users_pkey/, 'a key mask whose values collide fails the clone, naming the constraint');
 unlike($err, qr/\Q$marker\E/, 'and its error holds no real value');
+unlike($err, qr/Key \([^)]*\)=\((?!masked values withheld\))/, 'nor any masked one, which a poor mask leaves part of a real one in');
+like($err, qr/HINT:  Masked values may break a unique key/, 'the caller reads its hint');
+like(sq("SELECT error FROM pgsandbox.sandbox WHERE kind = 'sandbox' ORDER BY id DESC LIMIT 1"),
+	qr/\nHint: Masked values may break a unique key/, 'so does the sandbox\'s recorded error');
 is(sq("SELECT count(*) - $rows || ' ' || (SELECT status FROM pgsandbox.sandbox WHERE kind = 'sandbox' ORDER BY id DESC LIMIT 1)"
 	  . " FROM pgsandbox.sandbox WHERE kind = 'sandbox'"), '1 failed', 'and leaves only its failed row');
 is(untracked_sandboxes($node), '0', 'and no database or role');
