@@ -15,9 +15,6 @@
 /* the clone worker (clone_worker.c) */
 extern PGDLLEXPORT void sbx_clone_worker_main(Datum main_arg);
 
-/* the notes of a clone job's ready event (job_notes.c) */
-extern void sbx_job_note(SbxCloneJob *job, const char *fmt,...) pg_attribute_printf(2, 3);
-
 /* making and copying live snapshots (live_copy.c) */
 extern char *sbx_live_build_begin(SbxCloneJob *job);
 extern void sbx_live_build_end(SbxCloneJob *job, bool failed);

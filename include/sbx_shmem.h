@@ -392,4 +392,7 @@ extern bool sbx_clone_under_way(const char *name);
 extern char *sbx_describe_steps(const TimestampTz *steps);
 extern void sbx_progress_database(int j, Oid dboid, int64 base);
 
+/* the notes of a clone job's ready event (job_notes.c) */
+extern void sbx_job_note(SbxCloneJob *job, const char *fmt,...) pg_attribute_printf(2, 3);
+
 #endif							/* SBX_SHMEM_H */

@@ -17,7 +17,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
-#include "sbx_clone.h"
+#include "sbx_shmem.h"
 
 /* the room kept at the end of the buffer for the count of notes left out */
 #define SBX_NOTES_TAIL	96
