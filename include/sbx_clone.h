@@ -48,15 +48,18 @@ extern void sbx_copy_config_data(PGconn *conn, const char *source,
 
 /* what a clone must hold before it is served (verify.c) */
 extern void sbx_verify_restore(PGconn *reader, const char *source, const char *sandbox);
+extern char *sbx_inventory_digest(void);
+extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
+							const char *of);
+
+/* every table that held rows received some (verify_rows.c) */
+extern void sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
+									const char *listing, const char *list);
+extern void sbx_verify_stream_rows(PGconn *reader, const char *source);
 
 /* large objects the worker copies (large_objects.c) */
 extern bool sbx_large_objects_by_worker(const char *conninfo, bool untrusted);
 extern int64 sbx_copy_large_objects(PGconn *reader, const char *source, const char *rolename);
-extern void sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
-									const char *listing, const char *list);
-extern char *sbx_inventory_digest(void);
-extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
-							const char *of);
 
 /* the one large table the clone worker copies itself (bulk_copy.c) */
 typedef struct SbxBulkTable

@@ -101,6 +101,9 @@ static int	sbx_jobs = 1;
 /* the snapshot a plain dump reads, exported by the reader (sbx_open_reader) */
 static char *sbx_dump_snapshot = NULL;
 
+/* pg_dump streamed into pg_restore: no archive shows which tables had rows */
+static bool sbx_streamed = false;
+
 /*
  * The source's largest table, locked by the reader before its snapshot
  * (bulk_copy.c): every pg_dump then waits for locks no longer than
@@ -502,6 +505,7 @@ sbx_stream_start(char **dump_env, char **restore_env, List *dump_options)
 	/* the first of the dumps a clone may stream */
 	if (sbx_job.steps[SBX_STEP_DUMP_STARTED] == 0)
 		sbx_step(SBX_STEP_DUMP_STARTED);
+	sbx_streamed = true;
 	sbx_child_start(&sbx_children[0], "pg_dump", sbx_dump_argv(NULL, NULL, dump_options),
 					dump_env, -1, pipefd[1]);
 	sbx_nchildren = 1;
@@ -982,6 +986,9 @@ sbx_fill_sandbox(void)
 		{
 			sbx_copy_large_objects_of_job(reader);
 			sbx_verify_restore(reader, sbx_job.source, sbx_job.name);
+			/* and every table that held rows received some (verify_rows.c) */
+			if (sbx_streamed && !sbx_job.schema_only)
+				sbx_verify_stream_rows(reader, sbx_job.source);
 		}
 		sbx_step(SBX_STEP_VERIFIED);
 	}

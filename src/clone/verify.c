@@ -13,10 +13,7 @@
  *	  materialized view, sequence, index, constraint (primary key, unique,
  *	  exclusion, foreign key) and function of the source that pgsandbox
  *	  restores must be in the sandbox, by name;
- *	- through an archive (a directory, one file per table's rows), every
- *	  table whose file holds rows must have received some;
- *	- masked and reduced tables: each COPY must bring as many rows as the
- *	  source sent (masking.c);
+ *	- every table that held rows must have received some (verify_rows.c);
  *	- a copy of a snapshot or a save is compared with the inventory recorded
  *	  for it when it was made: its count of objects and a digest of their
  *	  names.
@@ -33,9 +30,6 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -43,7 +37,6 @@
 #include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
-#include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/snapmgr.h"
@@ -220,201 +213,4 @@ sbx_verify_copy(const char *expected, const char *got, const char *copy, const c
 			 errmsg("the copy \"%s\" of \"%s\" does not hold what it copies", copy, of),
 			 errdetail("Its objects, counted and hashed by name, are %s; \"%s\" recorded %s when it was made.",
 					   got, of, expected)));
-}
-
-/* Whether a table's data file in a directory archive holds no row. */
-static bool
-sbx_data_file_empty(const char *path, bool *known)
-{
-	struct stat st;
-	char		head[16];
-	FILE	   *f;
-	size_t		n;
-	bool		empty = true;
-
-	*known = true;
-	if (stat(path, &st) < 0)
-	{
-		/* a compressed file (.dat.gz, .lz4, .zst) is not read here */
-		*known = false;
-		return false;
-	}
-	if (st.st_size > (off_t) sizeof(head))
-		return false;
-	f = AllocateFile(path, PG_BINARY_R);
-	if (f == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	n = fread(head, 1, sizeof(head), f);
-	FreeFile(f);
-	/* COPY's end marker, and newlines */
-	for (size_t i = 0; i < n; i++)
-	{
-		if (head[i] != '\\' && head[i] != '.' && head[i] != '\n')
-			empty = false;
-	}
-	return empty;
-}
-
-/* The dumpIds of the lines of a listing, and of its TABLE DATA lines, their table. */
-typedef struct SbxListed
-{
-	int			dump_id;		/* the hash key */
-	Oid			table;			/* TABLE DATA: the table's OID in the source */
-	bool		kept;			/* in the restore list */
-} SbxListed;
-
-static HTAB *
-sbx_listed_entries(const char *listing)
-{
-	HASHCTL		ctl;
-	HTAB	   *listed;
-
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int);
-	ctl.entrysize = sizeof(SbxListed);
-	ctl.hcxt = CurrentMemoryContext;
-	listed = hash_create("pgsandbox archive listing", 1024, &ctl,
-						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	for (const char *p = listing; *p;)
-	{
-		int			dump_id;
-		unsigned int tableoid;
-		unsigned int oid;
-		int			len = -1;
-
-		/* "dumpId; tableoid oid DESC SCHEMA TAG OWNER" */
-		if (sscanf(p, "%d; %u %u %n", &dump_id, &tableoid, &oid, &len) == 3 && len >= 0)
-		{
-			SbxListed  *entry = hash_search(listed, &dump_id, HASH_ENTER, NULL);
-
-			entry->table = strncmp(p + len, "TABLE DATA ", 11) == 0 ? oid : InvalidOid;
-			entry->kept = false;
-		}
-		p += strcspn(p, "\n");
-		if (*p == '\n')
-			p++;
-	}
-	return listed;
-}
-
-/*
- * Through a directory archive: every file of table rows that holds some
- * must be named by the archive's table of contents as pg_restore --list
- * printed it ('listing'), and, unless the restore list ('list') left it
- * out on purpose, its table must have received rows.  The table is named
- * by the source's OID; 'reader' (in pg_dump's snapshot) gives its name.  A
- * table of the sandbox with no block has no row.
- */
-void
-sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
-						const char *listing, const char *list)
-{
-	HTAB	   *listed = sbx_listed_entries(listing);
-	FILE	   *in;
-	char		line[8192];
-	DIR		   *d;
-	struct dirent *de;
-	StringInfoData oids;
-	StringInfoData empty;
-	int			nempty = 0;
-	PGresult   *res;
-	MemoryContext outer = CurrentMemoryContext;
-
-	/* what the restore list kept */
-	in = AllocateFile(list, "r");
-	if (in == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", list)));
-	while (fgets(line, sizeof(line), in) != NULL)
-	{
-		int			dump_id;
-		SbxListed  *entry;
-
-		if (sscanf(line, "%d;", &dump_id) == 1 &&
-			(entry = hash_search(listed, &dump_id, HASH_FIND, NULL)) != NULL)
-			entry->kept = true;
-	}
-	FreeFile(in);
-
-	/* the files of rows, and their tables */
-	initStringInfo(&oids);
-	d = AllocateDir(dir);
-	while ((de = ReadDir(d, dir)) != NULL)
-	{
-		int			dump_id;
-		int			len = -1;
-		SbxListed  *entry;
-		bool		known;
-
-		if (sscanf(de->d_name, "%d.dat%n", &dump_id, &len) != 1 || len < 0)
-			continue;
-		entry = hash_search(listed, &dump_id, HASH_FIND, NULL);
-		if (entry == NULL || !OidIsValid(entry->table))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("the archive of source \"%s\" holds rows that its table of contents does not list",
-							source),
-					 errdetail("File \"%s\" is listed as no table's rows: the listing is short.",
-							   de->d_name)));
-		if (!entry->kept)
-			continue;			/* left out on purpose (restore_list.c) */
-		if (!sbx_data_file_empty(psprintf("%s/%s", dir, de->d_name), &known) &&
-			de->d_name[len] == '\0')
-			appendStringInfo(&oids, "%s%u", oids.len > 0 ? "," : "", entry->table);
-	}
-	FreeDir(d);
-	hash_destroy(listed);
-	if (oids.len == 0)
-		return;
-
-	/* the sandbox's tables of those names, by the source's catalog */
-	res = sbx_remote_exec(reader,
-						  psprintf("SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)"
-								   "  FROM pg_catalog.pg_class c"
-								   "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-								   " WHERE c.oid = ANY ('{%s}'::pg_catalog.oid[])", oids.data),
-						  0, NULL, PGRES_TUPLES_OK,
-						  psprintf("could not read the tables of source \"%s\"", source));
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	initStringInfo(&empty);
-	for (int i = 0; i < PQntuples(res); i++)
-	{
-		Oid			argtypes[1] = {TEXTOID};
-		Datum		values[1] = {CStringGetTextDatum(PQgetvalue(res, i, 0))};
-		bool		isnull;
-		bool		has_rows;
-
-		/*
-		 * Its size, from the catalog and the files: nothing is planned.  A
-		 * table the sandbox lacks is sbx_verify_restore's to name.
-		 */
-		if (SPI_execute_with_args("SELECT pg_catalog.to_regclass($1) IS NULL"
-								  "    OR pg_catalog.pg_relation_size(pg_catalog.to_regclass($1)) > 0",
-								  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not measure a table of the sandbox");
-		has_rows = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-											  &isnull));
-		if (!isnull && has_rows)
-			continue;
-		if (nempty++ < 10)
-			appendStringInfo(&empty, "%s%s", empty.len > 0 ? ", " : "", PQgetvalue(res, i, 0));
-	}
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(outer);
-	PQclear(res);
-	if (nempty > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%d table%s of the sandbox received no row, though the archive of source \"%s\" holds rows for %s",
-						nempty, nempty == 1 ? "" : "s", source, nempty == 1 ? "it" : "them"),
-				 errdetail("Empty: %s%s.", empty.data, nempty > 10 ? ", ..." : ""),
-				 errhint("pg_dump and pg_restore reported success; see the server log for what they said.")));
 }

@@ -6,7 +6,7 @@
 # A pg_restore in pgsandbox.bin_dir that, as told by a file beside it,
 # lists nothing (as one whose output hit a full disk), lists the header of
 # the table of contents only, drops a table's entry or its rows' entry from
-# the list, or drops a table from a streamed archive: each clone fails,
+# the list, or drops a table or its rows from a streamed archive: each clone fails,
 # naming what is missing, leaves only its failed row, and no snapshot is
 # made that way.  A snapshot whose database lost a table fails its copies.
 # A directory of base/ recorded as a database pgsandbox was making is
@@ -203,6 +203,13 @@ wrap_mode('stream', ' public e ');
 $err = failed_clone('src', 'a table dropped from a streamed archive');
 like($err, qr/lacks \d+ of the \d+ objects of source "src".*table public\.e\b/s,
 	'a streamed restore without one table fails the clone');
+
+wrap_mode('stream', ' TABLE DATA public e ');
+$err = failed_clone('src', 'the rows of a table dropped from a streamed archive');
+like($err,
+	qr/1 table of the sandbox received no row, though source "src" held rows for it in the snapshot it was dumped in.*Empty: public\.e\./s,
+	'a streamed restore without one table\'s rows fails the clone, naming the table');
+unlike($err, qr/public\.[fg]\b/, 'and not the tables that held no row in the source');
 
 wrap_mode('none');
 set_bin_dir($node, '');
