@@ -216,7 +216,8 @@ fi
 # tmp_check): give them a copy that the test user owns, wherever the
 # checkout sits.
 work=$(mktemp -d /tmp/pgsandbox-test.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+small=""
+trap '[ -z "$small" ] || bash "$src/test/pg/cow.sh" stop "$work-small"; rm -rf "$work"' EXIT
 tar -C "$src" --exclude=.git --exclude=node_modules --exclude='tmp_check*' \
 	--exclude=results --exclude='*.o' --exclude='*.so' --exclude='*.bc' -cf - . | tar -C "$work" -xf -
 
@@ -242,6 +243,17 @@ fi
 # The MCP end-to-end test drives a real MCP server: install the exact
 # versions the lockfile names.
 (cd "$work/test/mcp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+
+# A small filesystem of its own, for the test of a disk that fills during
+# a clone (057_full_disk.pl); mounting it needs root, and without it that
+# test says why it skips.
+if [ "$(id -u)" = 0 ] && [ "${TAP:-1}" != 0 ]; then
+	if small=$(bash "$src/test/pg/cow.sh" start "$work-small" 400M); then
+		export PGSANDBOX_SMALL_DISK_DIR=$small
+	else
+		small=""
+	fi
+fi
 
 if [ "$(id -u)" = 0 ]; then
 	chown -R postgres: "$work"

@@ -35,7 +35,9 @@
  * pg_dump wait on it while it waits on the reader, which waits on pg_dump.
  * The restore runs as three steps: pg_dump's pre-data section; this
  * table's rows, by COPY ... TO STDOUT on the reader into COPY ... FROM
- * STDIN over a login as the sandbox's own role; then the other tables'
+ * STDIN over a login as the sandbox's own role, in the transaction that
+ * truncates the table (so that under wal_level = minimal its rows skip the
+ * WAL, as in one pg_restore --single-transaction); then the other tables'
  * data and the post-data section, pg_dump told to leave this table's rows
  * out.  Just before and after the COPY, the name must still lead to the
  * table (a schema can be renamed under a lock on its table).  The COPY of
@@ -298,11 +300,16 @@ sbx_bulk_failed(PGconn *conn, PGresult *res, const SbxBulkTable *bulk, const cha
 				bool reading)
 {
 	char	   *why = sbx_remote_error(conn, res);
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	int			sqlerrcode = ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
 
+	/* a full disk, or memory, of the sandbox's server: say so, as it did */
+	if (!reading && state != NULL && strlen(state) == 5 && strncmp(state, "53", 2) == 0)
+		sqlerrcode = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
 	if (res)
 		PQclear(res);
 	ereport(ERROR,
-			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			(errcode(sqlerrcode),
 			 reading ? errmsg("could not read the rows of %s of source \"%s\"",
 							  bulk->display, source)
 			 : errmsg("could not write the rows of %s into the sandbox", bulk->display),
@@ -375,6 +382,17 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		sbx_bulk_failed(reader, res, bulk, source, true);
 	PQclear(res);
+	/*
+	 * Loaded in the transaction that truncates it (the table is empty and
+	 * has no trigger yet: those come with the post-data section), the rows
+	 * skip the WAL under wal_level = minimal, as pg_restore --jobs does: a
+	 * full disk then fails the COPY, not the server's next WAL segment.
+	 */
+	PQclear(sbx_remote_exec(sandbox, "BEGIN", 0, NULL, PGRES_COMMAND_OK,
+							"could not prepare the sandbox for the rows of its largest table"));
+	PQclear(sbx_remote_exec(sandbox, psprintf("TRUNCATE ONLY %s", bulk->sql_name),
+							0, NULL, PGRES_COMMAND_OK,
+							"could not prepare the sandbox for the rows of its largest table"));
 	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN (FORMAT %s)",
 										  bulk->sql_name, bulk->columns, format),
 						PG_WAIT_EXTENSION);
@@ -406,6 +424,9 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 		sbx_bulk_failed(sandbox, res, bulk, source, false);
 	rows = strtoi64(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
+	PQclear(sbx_remote_exec(sandbox, "COMMIT", 0, NULL, PGRES_COMMAND_OK,
+							psprintf("could not write the rows of %s into the sandbox",
+									 bulk->display)));
 	/* a schema renamed under the lock would have led the COPY elsewhere */
 	sbx_bulk_check_name(reader, bulk, source);
 	(void) sbx_bulk_set_encoding(reader, reader_encoding, source);

@@ -41,8 +41,10 @@ bash "$here/provision.sh" "$version"
 # chroot sees at the same path.
 work=$(mktemp -d "/tmp/pgsandbox-test-$version.XXXXXX")
 cow=""
+small=""
 cleanup() {
 	[ -n "$cow" ] && bash "$here/cow.sh" stop "$work-cow"
+	[ -n "$small" ] && bash "$here/cow.sh" stop "$work-small"
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -76,6 +78,15 @@ if [ "$version" -ge 18 ]; then
 		cow=""
 		echo "check: no copy-on-write filesystem; the thin-clone tests will be skipped"
 	fi
+fi
+# A small filesystem of its own, for the test of a disk that fills during
+# a clone (057_full_disk.pl), which says why it skips without one.
+if small=$(bash "$here/cow.sh" start "$work-small" 400M); then
+	export PGSANDBOX_SMALL_DISK_DIR=$small
+	run+=(-b "$small")
+else
+	small=""
+	echo "check: no small filesystem; the full-disk test will be skipped"
 fi
 "${run[@]}" "$version" make -C "$work" -s clean
 "${run[@]}" "$version" make -C "$work" -s WERROR=1

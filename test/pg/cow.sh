@@ -2,7 +2,7 @@
 #
 # cow.sh: a small XFS filesystem with reflink, in a loop file, for the
 # tests and benchmarks of thin clones (file_copy_method = clone, PostgreSQL
-# 18).  Run as root.
+# 18), and for the test of a disk that fills during a clone.  Run as root.
 #
 #   test/pg/cow.sh start DIR [SIZE]   makes DIR/xfs.img (sparse, SIZE, 2G by
 #                                     default), mounts it on DIR/mnt, owned
