@@ -52,6 +52,10 @@ extern char *sbx_inventory_digest(void);
 extern void sbx_verify_copy(const char *expected, const char *got, const char *copy,
 							const char *of);
 
+/* a copy of a snapshot that waits out what holds it (template_wait.c) */
+extern long sbx_copy_template_waiting(const char *sql, const char *activity, Oid template,
+									  char **held_by);
+
 /* every table that held rows received some (verify_rows.c) */
 extern void sbx_verify_archive_rows(PGconn *reader, const char *source, const char *dir,
 									const char *listing, const char *list);

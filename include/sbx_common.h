@@ -92,6 +92,7 @@ extern int	sbx_max_sandbox_size;	/* MB; 0: off */
 extern int	sbx_size_check_interval;
 extern bool sbx_read_only_setting;	/* pgsandbox.read_only */
 extern int	sbx_lock_timeout;		/* ms */
+extern int	sbx_copy_lock_wait;		/* ms: a copy waits out its template's locks */
 extern int	sbx_live_catchup_timeout;	/* ms */
 extern int	sbx_live_max_lag;	/* s */
 extern char *sbx_dump_compression;	/* pg_dump's --compress */

@@ -1167,16 +1167,27 @@ sbx_copy_snapshot(void)
 		sbx_live_copy_begin(&sbx_job);
 	PG_TRY();
 	{
-		/* with the OID the lifecycle worker recorded for it (orphans.c) */
-		sbx_run_utility_xact(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
-									  " STRATEGY %s ALLOW_CONNECTIONS false%s",
-									  quote_identifier(sbx_job.dbname),
-									  quote_identifier(sbx_job.name),
-									  quote_identifier(sbx_job.snapshot_name),
-									  strategy,
-									  OidIsValid(sbx_job.planned_dboid)
-									  ? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
-							 "pgsandbox: copying a snapshot");
+		char	   *held_by;
+		long		waited;
+
+		/*
+		 * With the OID the lifecycle worker recorded for it (orphans.c),
+		 * waiting out an autovacuum or a refresh that holds the snapshot for
+		 * a moment (template_wait.c).
+		 */
+		waited = sbx_copy_template_waiting(psprintf("CREATE DATABASE %s OWNER %s TEMPLATE %s"
+													" STRATEGY %s ALLOW_CONNECTIONS false%s",
+													quote_identifier(sbx_job.dbname),
+													quote_identifier(sbx_job.name),
+													quote_identifier(sbx_job.snapshot_name),
+													strategy,
+													OidIsValid(sbx_job.planned_dboid)
+													? psprintf(" OID %u", sbx_job.planned_dboid) : ""),
+										   "pgsandbox: copying a snapshot",
+										   sbx_job.snapshot_dboid, &held_by);
+		if (waited > 0)
+			sbx_job_note(&sbx_job, "the copy waited %.1f s for its snapshot, held by %s",
+						 waited / 1000.0, held_by ? held_by : "a session gone since");
 	}
 	PG_CATCH();
 	{

@@ -40,6 +40,7 @@ int			sbx_max_sandbox_size = 0;
 int			sbx_size_check_interval = 30;
 bool		sbx_read_only_setting = false;
 int			sbx_lock_timeout = 1000;
+int			sbx_copy_lock_wait = 30000;
 int			sbx_live_catchup_timeout = 5000;
 int			sbx_live_max_lag = 300;
 char	   *sbx_dump_compression = NULL;
@@ -119,6 +120,16 @@ sbx_define_lifecycle_settings(void)
 							"A masked clone's pg_dump, and one around a table the clone worker copies, waits as long for its locks on the source's tables.",
 							&sbx_lock_timeout,
 							1000, 10, 600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.copy_lock_wait",
+							"Longest a copy of a snapshot waits out a lock or a session on the snapshot's database.",
+							"An autovacuum, a refresh or a copy beside it holds a snapshot for moments: the copy tries again, "
+							"each try waiting pgsandbox.lock_timeout, until this long has passed, then fails naming what held it.",
+							&sbx_copy_lock_wait,
+							30000, 0, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
