@@ -30,13 +30,13 @@
 #define SBX_LABELS_MAX			4096	/* text form of the labels object */
 #define SBX_CONNINFO_MAX		2048	/* a source's connection string */
 #define SBX_PASSWORD_LEN		32		/* characters of a sandbox password */
-#define SBX_MESSAGE_MAX			256
-#define SBX_DETAIL_MAX			1024
+#define SBX_MESSAGE_MAX			1024	/* an error's message (bounded_text.c) */
+#define SBX_DETAIL_MAX			4096	/* an error's detail */
 #define SBX_COPY_HOW_MAX		256
 #define SBX_SCHEDULE_MAX		128		/* text of a snapshot schedule */
 #define SBX_RULES_MAX			16384	/* a source's rules, packed for a job */
 #define SBX_NOTES_MAX			16384	/* a clone job's notes, for its event */
-#define SBX_HINT_MAX			1024	/* an error's hint, carried to its caller */
+#define SBX_HINT_MAX			2048	/* an error's hint, carried to its caller */
 #define SBX_TRUSTED_MAX			1024	/* a source's trusted owners, as text[] */
 #define SBX_DIGEST_MAX			64		/* "<objects>:<md5>" of a database */
 #define SBX_MAX_CLONE_JOBS		64		/* upper bound of max_concurrent_clones */
@@ -157,6 +157,9 @@ extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);
 extern const char *sbx_current_snapshots_cte(void);
+
+/* text into the fixed buffers of shared memory (bounded_text.c) */
+extern void sbx_copy_bounded(char *dst, size_t size, const char *src);
 
 /*
  * A database's encoding and locale, as pg_database records them; empty

@@ -1293,9 +1293,9 @@ sbx_report(bool ok, int sqlerrcode, const char *message, const char *detail,
 		job->data_as_of = sbx_job.data_as_of;
 		memcpy(job->steps, sbx_job.steps, sizeof(job->steps));
 		job->sqlerrcode = sqlerrcode;
-		strlcpy(job->message, message ? message : "", sizeof(job->message));
-		strlcpy(job->detail, detail ? detail : "", sizeof(job->detail));
-		strlcpy(job->hint, hint ? hint : "", sizeof(job->hint));
+		sbx_copy_bounded(job->message, sizeof(job->message), message);
+		sbx_copy_bounded(job->detail, sizeof(job->detail), detail);
+		sbx_copy_bounded(job->hint, sizeof(job->hint), hint);
 	}
 	LWLockRelease(sbx_shared->lock);
 	/* a success is served before this process has ended */

@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "sbx_common.h"
@@ -432,6 +433,7 @@ sbx_child_describe_failure(const SbxChild *child, const char *const *secrets)
 	StringInfoData buf;
 	const char *p;
 	int			lines = 0;
+	int			left_out = 0;
 
 	initStringInfo(&buf);
 	if (!child->exited || child->status < 0)
@@ -444,22 +446,34 @@ sbx_child_describe_failure(const SbxChild *child, const char *const *secrets)
 						 child->label, WTERMSIG(child->status),
 						 pg_strsignal(WTERMSIG(child->status)));
 
-	/* the first few lines of stderr, without blank ones or secrets */
+	/*
+	 * The first few lines of stderr, without blank ones or secrets, each cut
+	 * at a character boundary if long; what is left out is counted.
+	 */
 	p = sbx_redact(child->err.data, secrets);
-	while (p && *p && lines < 6 && buf.len < SBX_DETAIL_MAX - 200)
+	while (p && *p)
 	{
 		size_t		len = strcspn(p, "\n");
 
-		if (len > 0)
+		if (len > 0 && (lines >= 6 || buf.len >= SBX_DETAIL_MAX - 600))
+			left_out++;
+		else if (len > 0)
 		{
+			int			keep = len > 300 ? pg_mbcliplen(p, (int) len, 300) : (int) len;
+
 			appendStringInfoChar(&buf, '\n');
-			appendBinaryStringInfo(&buf, p, Min(len, 300));
+			appendBinaryStringInfo(&buf, p, keep);
+			if ((size_t) keep < len)
+				appendStringInfo(&buf, " [and %zu bytes more, cut]", len - keep);
 			lines++;
 		}
 		p += len;
 		if (*p == '\n')
 			p++;
 	}
+	if (left_out > 0)
+		appendStringInfo(&buf, "\n(and %d more line%s of %s's output, left out)",
+						 left_out, left_out == 1 ? "" : "s", child->label);
 	return buf.data;
 }
 

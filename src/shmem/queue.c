@@ -343,11 +343,9 @@ sbx_queue_answer_error(int slot, uint64 serial, int sqlerrcode,
 
 	memset(&outcome, 0, sizeof(outcome));
 	outcome.sqlerrcode = sqlerrcode ? sqlerrcode : ERRCODE_INTERNAL_ERROR;
-	strlcpy(outcome.message, message ? message : "", sizeof(outcome.message));
-	if (detail)
-		strlcpy(outcome.detail, detail, sizeof(outcome.detail));
-	if (hint)
-		strlcpy(outcome.hint, hint, sizeof(outcome.hint));
+	sbx_copy_bounded(outcome.message, sizeof(outcome.message), message);
+	sbx_copy_bounded(outcome.detail, sizeof(outcome.detail), detail);
+	sbx_copy_bounded(outcome.hint, sizeof(outcome.hint), hint);
 	(void) sbx_queue_answer(slot, serial, &outcome);
 }
 

@@ -487,9 +487,9 @@ sbx_copy_continue(int j, SbxCloneJob *job)
 		job->finished = true;
 		job->ok = false;
 		job->sqlerrcode = edata->sqlerrcode;
-		strlcpy(job->message, edata->message, sizeof(job->message));
+		sbx_copy_bounded(job->message, sizeof(job->message), edata->message);
 		job->detail[0] = '\0';
-		strlcpy(job->hint, edata->hint ? edata->hint : "", sizeof(job->hint));
+		sbx_copy_bounded(job->hint, sizeof(job->hint), edata->hint);
 	}
 	PG_END_TRY();
 	return started;

@@ -184,6 +184,32 @@ $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 ok(wait_until(sub { $node->safe_psql('postgres', 'SHOW pgsandbox.bin_dir') eq '' }, 30),
 	'bin_dir reset');
 
+# ---------------------------------------------------------------------------
+# a pg_restore that says much before it fails: its first lines reach the
+# caller, each cut where long, and what is left out is counted
+# ---------------------------------------------------------------------------
+
+my $noisy = PostgreSQL::Test::Utils::tempdir();
+chmod 0755, $noisy;
+symlink($node->config_data('--bindir') . '/pg_dump', "$noisy/pg_dump") or die "symlink: $!";
+open my $wrapper, '>', "$noisy/pg_restore" or die $!;
+print $wrapper "#!/bin/sh\ncat > /dev/null\n"
+  . "for i in 1 2 3 4 5 6 7 8 9; do printf 'line %s %0500d\\n' \$i 0 >&2; done\nexit 1\n";
+close $wrapper;
+chmod 0755, "$noisy/pg_restore";
+$node->safe_psql('postgres', 'CREATE DATABASE noisy');
+$node->safe_psql('postgres', "SELECT pgsandbox.add_source('noisy', 'dbname=noisy')");
+set_bin_dir($node, $noisy);
+($err, $error) = failed_clone('noisy', 'a pg_restore that says much');
+like($err, qr/pg_restore exited with code 1\.\nline 1 0{293} \[and 207 bytes more, cut\]\n/,
+	'a pg_restore that says much: its first line reaches the caller, cut and saying so');
+like($err, qr/\nline 6 0{293} \[and 207 bytes more, cut\]\n\(and 3 more lines of pg_restore's output, left out\)/,
+	'a pg_restore that says much: six lines, then how many were left out');
+unlike($err, qr/line 7/, 'a pg_restore that says much: the seventh line is not shown');
+like($error, qr/\(and 3 more lines of pg_restore's output, left out\)/,
+	'a pg_restore that says much: the error column counts them too');
+set_bin_dir($node, '');
+
 # after all these failures, a clone still works
 $node->safe_psql('postgres', 'CREATE DATABASE fine');
 $node->safe_psql('fine', 'CREATE TABLE ok_t (id int); INSERT INTO ok_t VALUES (1)');
