@@ -20,9 +20,11 @@
  *
  * The sandbox's side reads the catalog and the size of each table's file:
  * no query is planned on a table of the sandbox.  The source's side reads
- * only the tables the sandbox holds empty, with TABLESAMPLE SYSTEM (100),
- * which stands only on a table (never on a view whose query a source's
- * owner wrote), and with ONLY, as pg_dump reads them.  Up to ten empty
+ * only the tables the sandbox holds empty and whose file on the source is
+ * not, each by COPY ... TO as pg_dump read it: that plans nothing, so no
+ * index or statistics expression of an owner the clone does not trust is
+ * folded, and it stands only on a table (never on a view whose query an
+ * owner wrote).  The COPY is canceled at its first row.  Up to ten empty
  * tables are named.
  *
  *-------------------------------------------------------------------------
@@ -35,15 +37,19 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
+#include "libpq/libpq-be-fe-helpers.h"
+#include "miscadmin.h"
 #include "sbx_clone.h"
 #include "sbx_common.h"
 #include "sbx_conn.h"
 #include "storage/fd.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/snapmgr.h"
+#include "utils/wait_event.h"
 
-/* the tables read from the source in one statement */
+/* the tables looked up in the source's catalog in one statement */
 #define SBX_ROWS_BATCH	100
 
 /* Whether a table's data file in a directory archive holds no row. */
@@ -277,16 +283,106 @@ sbx_sandbox_empty_tables(void)
 }
 
 /*
+ * Whether table 'name' of the source holds a row in the reader's snapshot.
+ * Read by COPY ... TO, which plans nothing: no index or statistics
+ * expression of the table's owner is folded, and what runs is what
+ * pg_dump ran on the same table as the same login (its columns' output
+ * functions).  At the first row the COPY is canceled; a savepoint keeps
+ * the reader's transaction, and its snapshot, for what follows.
+ */
+static bool
+sbx_source_table_has_row(PGconn *reader, const char *name, const char *what)
+{
+	PGresult   *res;
+	bool		has_row = false;
+
+	PQclear(sbx_remote_exec(reader, "SAVEPOINT sbx_rows", 0, NULL, PGRES_COMMAND_OK, what));
+	res = libpqsrv_exec(reader, psprintf("COPY %s TO STDOUT", name), PG_WAIT_EXTENSION);
+	if (PQresultStatus(res) != PGRES_COPY_OUT)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("%s", what),
+				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+	PQclear(res);
+	for (;;)
+	{
+		char	   *row;
+		int			n = PQgetCopyData(reader, &row, 1);
+
+		if (n > 0)
+		{
+			PQfreemem(row);
+			if (!has_row)
+			{
+				PGcancel   *cancel = PQgetCancel(reader);
+				char		errbuf[256];
+
+				has_row = true;
+				/* a cancel that comes too late finds the COPY done: the same */
+				if (cancel != NULL)
+				{
+					(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+					PQfreeCancel(cancel);
+				}
+			}
+			continue;
+		}
+		if (n < 0)
+			break;				/* the end of the COPY, or its error */
+		(void) WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_EXIT_ON_PM_DEATH,
+								 PQsocket(reader), -1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (PQconsumeInput(reader) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("%s", what),
+					 errdetail_internal("%s", sbx_remote_error(reader, NULL))));
+	}
+	res = libpqsrv_get_result_last(reader, PG_WAIT_EXTENSION);
+	/* only the cancel of a table that holds rows may end it in an error */
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && !has_row)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("%s", what),
+				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+	PQclear(res);
+
+	/*
+	 * A cancel that came once the COPY was done is dropped by a backend
+	 * waiting for its next command; should it meet this one instead, the
+	 * same again.
+	 */
+	res = libpqsrv_exec(reader, "ROLLBACK TO SAVEPOINT sbx_rows", PG_WAIT_EXTENSION);
+	if (has_row && PQresultStatus(res) == PGRES_FATAL_ERROR &&
+		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE) ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "",
+			   "57014") == 0)
+	{
+		PQclear(res);
+		res = libpqsrv_exec(reader, "ROLLBACK TO SAVEPOINT sbx_rows", PG_WAIT_EXTENSION);
+	}
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("%s", what),
+				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+	PQclear(res);
+	PQclear(sbx_remote_exec(reader, "RELEASE SAVEPOINT sbx_rows", 0, NULL,
+							PGRES_COMMAND_OK, what));
+	return has_row;
+}
+
+/*
  * Of 'names' (qualified, as the sandbox has them), those of ordinary
  * tables of the source that hold a row in the reader's snapshot, appended
  * to 'full'.  A name that leads to no table of the source (the restore's
- * own code may have made it) is no row the dump held.
+ * own code may have made it) is no row the dump held; a table with no
+ * block holds none, which the catalog and its file's size say.
  */
 static List *
 sbx_source_tables_with_rows(PGconn *reader, const char *source, List *names, List *full)
 {
 	StringInfoData array;
-	StringInfoData sql;
 	const char *params[1];
 	const char *what = psprintf("could not read the tables of source \"%s\"", source);
 	PGresult   *res;
@@ -309,27 +405,15 @@ sbx_source_tables_with_rows(PGconn *reader, const char *source, List *names, Lis
 	params[0] = array.data;
 	res = sbx_remote_exec(reader,
 						  "SELECT t.name FROM pg_catalog.unnest($1::pg_catalog.text[]) AS t(name)"
-						  " WHERE (SELECT c.relkind FROM pg_catalog.pg_class c"
-						  "         WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(t.name))"
-						  "       OPERATOR(pg_catalog.=) 'r'",
+						  "  JOIN pg_catalog.pg_class c"
+						  "    ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(t.name)"
+						  " WHERE c.relkind OPERATOR(pg_catalog.=) 'r'"
+						  "   AND pg_catalog.pg_relation_size(c.oid) OPERATOR(pg_catalog.>) 0",
 						  1, params, PGRES_TUPLES_OK, what);
-	if (PQntuples(res) == 0)
-	{
-		PQclear(res);
-		return full;
-	}
-
-	/* one row for each table that holds one: an index into the result above */
-	initStringInfo(&sql);
 	for (int i = 0; i < PQntuples(res); i++)
-		appendStringInfo(&sql, "%sSELECT %d WHERE EXISTS (SELECT FROM ONLY %s TABLESAMPLE SYSTEM (100))",
-						 i > 0 ? " UNION ALL " : "", i, PQgetvalue(res, i, 0));
 	{
-		PGresult   *rows = sbx_remote_exec(reader, sql.data, 0, NULL, PGRES_TUPLES_OK, what);
-
-		for (int i = 0; i < PQntuples(rows); i++)
-			full = lappend(full, pstrdup(PQgetvalue(res, atoi(PQgetvalue(rows, i, 0)), 0)));
-		PQclear(rows);
+		if (sbx_source_table_has_row(reader, PQgetvalue(res, i, 0), what))
+			full = lappend(full, pstrdup(PQgetvalue(res, i, 0)));
 	}
 	PQclear(res);
 	return full;

@@ -79,7 +79,22 @@ INSERT INTO e SELECT x, 'e' || x FROM generate_series(1, 100) x;
 CREATE INDEX c_v ON c (v);
 CREATE VIEW av AS SELECT id FROM a;
 CREATE SEQUENCE s;
-CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2';});
+CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2';
+-- an untrusted owner's table with no row but a block, whose index folds a
+-- function that fails if the reader plans a query on it
+CREATE ROLE mallory;
+CREATE FUNCTION evil(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN
+	IF current_user = 'pgsandbox_reader' THEN
+		RAISE EXCEPTION 'evil ran as %', current_user;
+	END IF;
+	RETURN 0;
+END $f$;
+CREATE TABLE hollow (id int) WITH (autovacuum_enabled = false);
+INSERT INTO hollow VALUES (1);
+DELETE FROM hollow;
+CREATE INDEX hollow_evil ON hollow ((id + evil(1)));
+ALTER TABLE hollow OWNER TO mallory;});
 $node->safe_psql('postgres', 'CREATE DATABASE srcx TEMPLATE src');
 $node->safe_psql('srcx', q{
 CREATE FUNCTION noop() RETURNS event_trigger LANGUAGE plpgsql AS 'BEGIN END';
@@ -93,6 +108,7 @@ for my $source ('src', 'srcx')
 {
 	my ($name, $conn) = split /\|/,
 	  sq("SELECT name, conninfo FROM pgsandbox.clone('$source', schema_only => false)");
+	# the check of the stream's rows reads hollow without planning on it
 	is(in_sandbox($conn, q{SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = 'public'}), $inventory, "$source: a good clone holds every relation");
 	like(sq("SELECT objects_digest FROM pgsandbox.sandbox WHERE name = '$name'"),
