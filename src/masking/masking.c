@@ -1045,6 +1045,25 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 	}
 	PQclear(sbx_remote_exec(sandbox, "BEGIN", 0, NULL, PGRES_COMMAND_OK,
 							"could not begin writing the masked rows into the sandbox"));
+
+	/*
+	 * Loaded in the transaction that truncates them (they are empty, and
+	 * have no trigger or foreign key yet: those come with the post-data
+	 * section), the rows skip the WAL under wal_level = minimal, as in one
+	 * pg_restore --single-transaction.
+	 */
+	if (m->masked != NIL)
+	{
+		StringInfoData tables;
+
+		initStringInfo(&tables);
+		foreach(lc, m->masked)
+			appendStringInfo(&tables, "%s%s", tables.len > 0 ? ", " : "",
+							 ((SbxMaskedTable *) lfirst(lc))->sql_name);
+		PQclear(sbx_remote_exec(sandbox, psprintf("TRUNCATE ONLY %s", tables.data), 0, NULL,
+								PGRES_COMMAND_OK,
+								"could not begin writing the masked rows into the sandbox"));
+	}
 	foreach(lc, m->masked)
 		sbx_copy_masked_table(m, lfirst(lc), sandbox);
 	PQclear(sbx_remote_exec(sandbox, "COMMIT", 0, NULL, PGRES_COMMAND_OK,
