@@ -10,8 +10,9 @@
 # WAL: a clone of it into the little room left meets the full disk in the
 # table's file, fails with SQLSTATE 53100 naming the table, leaves only its
 # failed row, and the server stays up, having never written a PANIC.  With
-# the room back, the same clone holds the source's rows, and the WAL it
-# wrote is a fraction of the table it loaded.
+# the room back, the same clone holds the source's rows and writes a
+# fraction of the table's size in WAL, loaded by the worker, by the stream
+# alone (the worker's copy turned off), and masked.
 
 use strict;
 use warnings FATAL => 'all';
@@ -101,25 +102,44 @@ is(untracked_sandboxes($node), '0', 'no database or role is left');
 cmp_ok(avail_bytes(), '>', $room / 2, 'and the room it took is given back');
 
 # ---------------------------------------------------------------------
-# with the room back, the same clone, and the WAL it wrote
+# with the room back, the same clone, and the WAL each way of loading the
+# table writes: the worker's copy, the stream alone, a masked copy
 # ---------------------------------------------------------------------
 unlink $ballast or die "could not remove the ballast: $!";
-my $lsn = sq('SELECT pg_current_wal_lsn()');
-my ($name, $conninfo) = split /\|/,
-  sq(q{SELECT name, conninfo FROM pgsandbox.clone('src', schema_only => false)});
-my $wal = sq("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn')::bigint");
-like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'"),
+
+sub clone_measuring_wal
+{
+	my ($way, $event_re, $rows_sql, $expected) = @_;
+	my $lsn = sq('SELECT pg_current_wal_lsn()');
+	my ($name, $conninfo) = split /\|/,
+	  sq(q{SELECT name, conninfo FROM pgsandbox.clone('src', schema_only => false)});
+	my $wal = sq("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn')::bigint");
+	like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'"),
+		$event_re, "$way: the ready event says how the table was loaded");
+	my ($sret, $sout, $serr) = sandbox_psql($node, $conninfo, $rows_sql);
+	is($sret, 0, "$way: the sandbox role logs in with the returned credentials") or diag $serr;
+	is($sout, $expected, "$way: the sandbox holds the source's rows");
+	cmp_ok($wal, '<', $table_bytes / 4,
+		"$way: the clone wrote $wal bytes of WAL for a table of $table_bytes: its rows skipped the WAL");
+	sq("SELECT pgsandbox.drop('$name')");
+	is(untracked_sandboxes($node), '0', "$way: nothing untracked once dropped");
+	return;
+}
+
+my $rows_sql = q{SELECT count(*) || ':' || sum(abalance + bid) || ':' || md5(string_agg(filler, '' ORDER BY aid))
+	FROM pgbench_accounts};
+clone_measuring_wal('the worker\'s copy',
 	qr/the rows of table "public"\."pgbench_accounts" \(800000\) copied by the worker/,
-	'the clone copies the table in the worker');
-my ($sret, $sout, $serr) = sandbox_psql($node, $conninfo,
-	q{SELECT count(*) || ':' || sum(abalance + bid) || ':' || md5(string_agg(filler, '' ORDER BY aid))
-	    FROM pgbench_accounts});
-is($sret, 0, 'the sandbox role logs in with the returned credentials') or diag $serr;
-is($sout, $source_rows, "the sandbox holds the source's rows");
-cmp_ok($wal, '<', $table_bytes / 4,
-	"the clone wrote $wal bytes of WAL for a table of $table_bytes: its rows skipped the WAL");
-sq("SELECT pgsandbox.drop('$name')");
-is(untracked_sandboxes($node), '0', 'nothing untracked');
+	$rows_sql, $source_rows);
+
+set_setting($node, 'bulk_copy_min_size', '-1');
+clone_measuring_wal('the stream alone', qr/^cloned in [0-9.]+ s;(?!.*copied by the worker)/s, $rows_sql, $source_rows);
+
+sq(q{SELECT pgsandbox.mask('src', 'public.pgbench_accounts.filler', 'NULL')});
+my ($count_sum) = $source_rows =~ /^(\d+:\d+):/;
+clone_measuring_wal('a masked copy', qr/masked by 1 rule in 1 table/,
+	q{SELECT count(*) || ':' || sum(abalance + bid) || ':' || count(filler) FROM pgbench_accounts},
+	"$count_sum:0");
 
 $node->stop;
 done_testing();
