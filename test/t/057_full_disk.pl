@@ -17,6 +17,7 @@
 use strict;
 use warnings FATAL => 'all';
 
+use File::Path ();
 use FindBin;
 use lib $FindBin::RealBin;
 
@@ -34,6 +35,9 @@ if ($disk eq '' || !-d $disk || !-w $disk)
 	exit 0;
 }
 
+# the server's own directory there, removed at the end
+my $home = "$disk/full_disk_$$";
+mkdir $home or die "could not make $home: $!";
 my $node = sandbox_node(
 	'full',
 	"wal_level = minimal\nmax_wal_senders = 0\nmin_wal_size = 64MB\nmax_wal_size = 128MB\n"
@@ -44,8 +48,8 @@ my $node = sandbox_node(
 		my ($n) = @_;
 		for my $dir ('base', 'pg_wal')
 		{
-			system('mv', $n->data_dir . "/$dir", "$disk/$dir") == 0 or die "could not move $dir";
-			symlink("$disk/$dir", $n->data_dir . "/$dir") or die "could not link $dir: $!";
+			system('mv', $n->data_dir . "/$dir", "$home/$dir") == 0 or die "could not move $dir";
+			symlink("$home/$dir", $n->data_dir . "/$dir") or die "could not link $dir: $!";
 		}
 	});
 sub sq { return $node->safe_psql('postgres', $_[0]); }
@@ -79,7 +83,7 @@ for (1 .. 4)
 # ---------------------------------------------------------------------
 my $room = 40 * 1024 * 1024;
 cmp_ok($table_bytes, '>', 2 * $room, "the table ($table_bytes bytes) is larger than the room left");
-my $ballast = "$disk/ballast";
+my $ballast = "$home/ballast";
 system('fallocate', '-l', avail_bytes() - $room, $ballast) == 0 or die 'could not fill the disk';
 my $started = sq('SELECT pg_postmaster_start_time()');
 
@@ -135,11 +139,15 @@ clone_measuring_wal('the worker\'s copy',
 set_setting($node, 'bulk_copy_min_size', '-1');
 clone_measuring_wal('the stream alone', qr/^cloned in [0-9.]+ s;(?!.*copied by the worker)/s, $rows_sql, $source_rows);
 
-sq(q{SELECT pgsandbox.mask('src', 'public.pgbench_accounts.filler', 'NULL')});
-my ($count_sum) = $source_rows =~ /^(\d+:\d+):/;
+# a mask that keeps the rows' width (filler is char(84)), so the masked
+# table is as large as the source's
+sq(q{SELECT pgsandbox.mask('src', 'public.pgbench_accounts.filler', '''masked''')});
+my ($count_sum, $count) = $source_rows =~ /^((\d+):\d+):/;
 clone_measuring_wal('a masked copy', qr/masked by 1 rule in 1 table/,
-	q{SELECT count(*) || ':' || sum(abalance + bid) || ':' || count(filler) FROM pgbench_accounts},
-	"$count_sum:0");
+	q{SELECT count(*) || ':' || sum(abalance + bid) || ':' || count(*) FILTER (WHERE filler = 'masked')
+	    FROM pgbench_accounts},
+	"$count_sum:$count");
 
 $node->stop;
+File::Path::rmtree($home);
 done_testing();
