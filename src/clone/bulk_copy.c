@@ -387,13 +387,17 @@ sbx_bulk_copy(PGconn *reader, PGconn *sandbox, SbxBulkTable *bulk, const char *s
 	 * has no trigger yet: those come with the post-data section), the rows
 	 * skip the WAL under wal_level = minimal, as pg_restore --jobs does: a
 	 * full disk then fails the COPY, not the server's next WAL segment.
+	 * And frozen as they are written (FREEZE, which that truncation
+	 * allows): the post-data section's index builds, in a later
+	 * transaction, then set no hint bit on them, which with data checksums
+	 * (initdb's default from 18) would write every page to the WAL again.
 	 */
 	PQclear(sbx_remote_exec(sandbox, "BEGIN", 0, NULL, PGRES_COMMAND_OK,
 							"could not prepare the sandbox for the rows of its largest table"));
 	PQclear(sbx_remote_exec(sandbox, psprintf("TRUNCATE ONLY %s", bulk->sql_name),
 							0, NULL, PGRES_COMMAND_OK,
 							"could not prepare the sandbox for the rows of its largest table"));
-	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN (FORMAT %s)",
+	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN (FORMAT %s, FREEZE)",
 										  bulk->sql_name, bulk->columns, format),
 						PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_IN)

@@ -913,7 +913,8 @@ sbx_copy_rows(SbxMasking *m, const SbxMaskedTable *table, const char *query,
 	PQclear(res);
 	/* from here on, the source evaluates the expressions over rows */
 	copying = true;
-	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN", table->sql_name,
+	/* frozen as written: the truncation before allows it (sbx_masking_copy) */
+	res = libpqsrv_exec(sandbox, psprintf("COPY %s (%s) FROM STDIN (FREEZE)", table->sql_name,
 										  table->column_list),
 						PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_IN)
@@ -1050,7 +1051,9 @@ sbx_masking_copy(SbxMasking *m, PGconn *sandbox)
 	 * Loaded in the transaction that truncates them (they are empty, and
 	 * have no trigger or foreign key yet: those come with the post-data
 	 * section), the rows skip the WAL under wal_level = minimal, as in one
-	 * pg_restore --single-transaction.
+	 * pg_restore --single-transaction; and they may be written frozen, so
+	 * that the index builds that follow set no hint bit on them (with data
+	 * checksums, a hint bit writes its page to the WAL).
 	 */
 	if (m->masked != NIL)
 	{
