@@ -34,6 +34,9 @@
 # of its median clone, from its ready event.
 #
 # Every copy's rows are counted against its source before it is dropped.
+# The WAL each clone and the manual pipeline wrote (the server's WAL
+# position before and after) is given too: with WAL_LEVEL=minimal, what
+# the rows that skip it leave.
 # Every step runs after a CHECKPOINT.  It prints medians and the medians of
 # the per-round ratios.
 #
@@ -197,9 +200,12 @@ report=()
 # one clone of $src with $jobs jobs and bulk_copy_min_size $2; its time
 # goes to the array named $1, the jobs it took to took[$1]
 clone_round() {
-	local -n times=$1
+	local -n times=$1 wals=wal_$1
+	local lsn
 	set_jobs "$jobs" "$2"
+	lsn=$(q "SELECT pg_current_wal_lsn()")
 	read -r secs name < <(clone_timed "$src")
+	wals+=("$(q "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn')")")
 	check_copy "$src" "$name"
 	# the jobs it took: fewer where one table holds half the pages
 	took[$1]=$(q "SELECT coalesce(substring(detail from 'with ([0-9]+) jobs'), '1') FROM pgsandbox.events WHERE sandbox = '$name' AND action = 'ready'")
@@ -211,8 +217,9 @@ clone_round() {
 run_source() {
 	local src=$1
 	local -a j1=() dump=() j2=() j4=() man=() tpl=() pcd=()
+	local -a wal_j1=() wal_dump=() wal_j2=() wal_j4=() wal_man=()
 	local -A took=()
-	local secs name k jobs variants=7
+	local secs name k jobs lsn variants=7
 	contents "$src" as_src >"$tmp/contents_$src"
 	for ((r = 0; r < RUNS; r++)); do
 		for ((k = 0; k < variants; k++)); do
@@ -222,7 +229,9 @@ run_source() {
 			2) jobs=2 clone_round j2 64 ;;
 			3) jobs=4 clone_round j4 64 ;;
 			4)
+				lsn=$(q "SELECT pg_current_wal_lsn()")
 				man+=("$(manual "$src")")
+				wal_man+=("$(q "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn')")")
 				check_copy "$src" manual
 				as_pg dropdb manual ;;
 			5)
@@ -243,12 +252,13 @@ run_source() {
 	done
 	{
 		echo "## $src: $(as_src psql -X -q -A -t -d "$src" -c "SELECT pg_size_pretty(pg_database_size('$src'))"), $RUNS rounds$([ "$REMOTE" = 1 ] && echo ", the source over TCP on a second cluster")"
-		printf '%-30s %9s %10s %11s %11s\n' step "median s" "/ manual" "/ pgcopydb" "/ template"
+		printf '%-30s %9s %10s %11s %11s %10s\n' step "median s" "/ manual" "/ pgcopydb" "/ template" "WAL MB"
 		row() {
-			local label=$1 arr=$2
-			printf '%-30s %9.2f %9.3fx %10.3fx %10s\n' "$label" "$(median "${!arr}")" \
+			local label=$1 arr=$2 wal=wal_$3[@]
+			printf '%-30s %9.2f %9.3fx %10.3fx %10s %10s\n' "$label" "$(median "${!arr}")" \
 				"$(ratio "$3" man)" "$(ratio "$3" pcd)" \
-				"$([ "$REMOTE" = 1 ] && echo - || printf '%.3fx' "$(ratio "$3" tpl)")"
+				"$([ "$REMOTE" = 1 ] && echo - || printf '%.3fx' "$(ratio "$3" tpl)")" \
+				"$(declare -p "wal_$3" >/dev/null 2>&1 && printf '%.1f' "$(calc "$(median "${!wal}") / 1048576")" || echo -)"
 		}
 		row "clone, 1 job (as shipped)" 'j1[@]' j1
 		row "clone, 1 job, pg_dump only" 'dump[@]' dump
