@@ -30,6 +30,8 @@
 #   SCALE=50  NTABLES=60  ROWS=8000  RUNS=5  VERIFY_PORT=5536
 #   SKIP_BUILD=0  PGBIN=/usr/lib/postgresql/15/bin  OUTDIR=bench/out
 #   SOURCES="pgbench many"
+#   CLONE_JOBS=  pgsandbox.clone_jobs (as shipped when empty; 1 makes the
+#             60 tables stream, so that their check is the stream's)
 #
 set -Eeuo pipefail
 
@@ -43,7 +45,10 @@ SKIP_BUILD=${SKIP_BUILD:-0}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 OUTDIR=${OUTDIR:-$repo/bench/out}
 SOURCES=${SOURCES:-pgbench many}
+CLONE_JOBS=${CLONE_JOBS:-}
 
+[ -z "$CLONE_JOBS" ] || [[ $CLONE_JOBS =~ ^[1-9][0-9]*$ ]] ||
+	{ echo "verify.sh: CLONE_JOBS must be a positive integer" >&2; exit 1; }
 for v in SCALE NTABLES ROWS RUNS VERIFY_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "verify.sh: $v must be a positive integer" >&2; exit 1; }
 done
@@ -63,6 +68,7 @@ shared_buffers = 512MB
 max_wal_size = 8GB
 pgsandbox.gc_interval = 3600
 pgsandbox.max_sandboxes = 100
+$([ -n "$CLONE_JOBS" ] && echo "pgsandbox.clone_jobs = $CLONE_JOBS")
 EOF
 
 median() {
@@ -139,7 +145,7 @@ make_source() {
 }
 
 : >"$out"
-echo "verify.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(as_pg postgres --version), RUNS=$RUNS" | tee -a "$out"
+echo "verify.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(as_pg postgres --version), RUNS=$RUNS, clone_jobs ${CLONE_JOBS:-as shipped}" | tee -a "$out"
 
 for src in $SOURCES; do
 	make_source "$src"
