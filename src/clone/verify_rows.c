@@ -282,6 +282,16 @@ sbx_sandbox_empty_tables(void)
 	return names;
 }
 
+/* A statement of the source's rows check failed: 'what', and the source's words. */
+pg_noreturn static void
+sbx_rows_read_failed(PGconn *reader, const PGresult *res, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("%s", what),
+			 errdetail_internal("%s", sbx_remote_error(reader, res))));
+}
+
 /*
  * Whether table 'name' of the source holds a row in the reader's snapshot.
  * Read by COPY ... TO, which plans nothing: no index or statistics
@@ -299,10 +309,7 @@ sbx_source_table_has_row(PGconn *reader, const char *name, const char *what)
 	PQclear(sbx_remote_exec(reader, "SAVEPOINT sbx_rows", 0, NULL, PGRES_COMMAND_OK, what));
 	res = libpqsrv_exec(reader, psprintf("COPY %s TO STDOUT", name), PG_WAIT_EXTENSION);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("%s", what),
-				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+		sbx_rows_read_failed(reader, res, what);
 	PQclear(res);
 	for (;;)
 	{
@@ -334,18 +341,12 @@ sbx_source_table_has_row(PGconn *reader, const char *name, const char *what)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (PQconsumeInput(reader) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("%s", what),
-					 errdetail_internal("%s", sbx_remote_error(reader, NULL))));
+			sbx_rows_read_failed(reader, NULL, what);
 	}
 	res = libpqsrv_get_result_last(reader, PG_WAIT_EXTENSION);
 	/* only the cancel of a table that holds rows may end it in an error */
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && !has_row)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("%s", what),
-				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+		sbx_rows_read_failed(reader, res, what);
 	PQclear(res);
 
 	/*
@@ -362,10 +363,7 @@ sbx_source_table_has_row(PGconn *reader, const char *name, const char *what)
 		res = libpqsrv_exec(reader, "ROLLBACK TO SAVEPOINT sbx_rows", PG_WAIT_EXTENSION);
 	}
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("%s", what),
-				 errdetail_internal("%s", sbx_remote_error(reader, res))));
+		sbx_rows_read_failed(reader, res, what);
 	PQclear(res);
 	PQclear(sbx_remote_exec(reader, "RELEASE SAVEPOINT sbx_rows", 0, NULL,
 							PGRES_COMMAND_OK, what));
