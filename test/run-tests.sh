@@ -125,13 +125,21 @@ if [ "$versions" != 15 ]; then
 		lane[$!]=$part
 		lanes+=("$part")
 	}
-	# the upgrade from every earlier version on one major, from the last on
-	# the others (test/t/040_upgrade.pl)
-	chain_on=${PGSANDBOX_UPGRADE_CHAIN_ON:-${versions%% *}}
 	# the files test/major-independent lists run on the first and the last
 	# major only
 	first=${versions%% *}
 	last=${versions##* }
+	# the upgrade from every earlier version on one major, from the last on
+	# the others (test/t/040_upgrade.pl): on a major between the first and
+	# the last, whose part runs fewer files, or else on the first
+	chain_on=$first
+	for v in $versions; do
+		if [ "$v" != "$first" ] && [ "$v" != "$last" ]; then
+			chain_on=$v
+			break
+		fi
+	done
+	chain_on=${PGSANDBOX_UPGRADE_CHAIN_ON:-$chain_on}
 	middle_files=$(cd "$src" && ls test/t/*.pl | grep -vxFf <(sed -e 's/#.*//' -e '/^ *$/d' \
 		-e 's/^\([^ ]*\).*/test\/t\/\1/' test/major-independent) | tr '\n' ' ')
 	for v in $versions; do
@@ -153,7 +161,8 @@ if [ "$versions" != 15 ]; then
 		start_part demo env DEMO_SKIP_BUILD=1 PORT=5599 bash "$src/demo/demo.sh"
 	fi
 	# the Debian packages of those majors, built with Debian's tools and
-	# tried on plain Debian systems; the upgrade from the package of 0.7
+	# tried on plain Debian systems; the upgrade from the package of 0.7.
+	# Their builds leave out pg_regress, which each major's part runs
 	packages()
 	{
 		local debs old07
@@ -163,7 +172,7 @@ if [ "$versions" != 15 ]; then
 		# then made end the whole run without a word
 		old07=$(git -C "$src" log --reverse --format=%H -S"default_version = '0.8'" -- pgsandbox.control 2>/dev/null | sed -n 1p)
 		[ -n "$old07" ] || echo "no history: the upgrade from 0.7 was not tried"
-		PG_VERSIONS="$versions" bash "$src/packaging/build-debs.sh" "$debs/new" &&
+		PGSANDBOX_DEB_NOCHECK=1 PG_VERSIONS="$versions" bash "$src/packaging/build-debs.sh" "$debs/new" &&
 			{ [ -z "$old07" ] || PGSANDBOX_REF="$old07^" PG_VERSIONS=15 bash "$src/packaging/build-debs.sh" "$debs/0.7"; } &&
 			PG_VERSIONS="$versions" bash "$src/packaging/test-debs.sh" "$debs/new" ${old07:+"$debs/0.7"}
 		local rc=$?
