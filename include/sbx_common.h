@@ -153,6 +153,7 @@ extern bool sbx_catalog_has_tenants(void);
 extern bool sbx_catalog_has_digests(void);
 extern bool sbx_catalog_has_orphans(void);
 extern bool sbx_catalog_has_live(void);
+extern bool sbx_catalog_has_live_state(void);
 extern const char *sbx_same_source_sql(void);
 extern bool sbx_catalog_has_rules(void);
 extern const char *sbx_if_rules(const char *fragment, const char *otherwise);

@@ -204,6 +204,10 @@ typedef struct SbxLiveProbe
 	char	   *lsn;			/* the source's WAL position, as text */
 	char	   *now;			/* its time, as text */
 	int64		retained;		/* WAL bytes the slot keeps, -1: no slot */
+	char	   *confirmed;		/* the slot's confirmed_flush_lsn, as text:
+								 * its subscriber has applied every
+								 * transaction the source committed before
+								 * it; NULL: not known */
 	char	   *tables;			/* tables published, counted and hashed; NULL:
 								 * no publication */
 	char	   *why;			/* why it could not be reached */

@@ -202,21 +202,24 @@ sbx_doctor_live_lag(SbxDoctor *d, const char *name)
 
 	SPI_connect();
 	/* before the first measurement, the build's snapshot is the bound */
-	if (SPI_execute_with_args("WITH l AS (SELECT COALESCE(GREATEST(s.live_as_of, s.data_as_of), s.data_as_of) AS as_of,"
-							  "                  s.live_lag_bytes"
+	if (SPI_execute_with_args(psprintf("WITH l AS (SELECT COALESCE(GREATEST(s.live_as_of, s.data_as_of), s.data_as_of) AS as_of,"
+							  "                  s.live_lag_bytes, %s AS state"
 							  "             FROM pgsandbox._current_snapshots() c"
 							  "             JOIN pgsandbox.sandbox s ON s.id = c.id"
 							  "            WHERE c.source = $1 AND NOT c.schema_only AND s.live_slot IS NOT NULL)"
 							  " SELECT $2 <= 0 OR pg_catalog.now() - l.as_of <= $2 * interval '1 second',"
-							  "        pg_catalog.format('It holds every change the source made up to %s'\n"
-							  "                          ' (%s s ago, by this server''s clock); its WAL not applied yet: %s;'\n"
-							  "                          ' pgsandbox.live_max_lag is %s.',"
+							  "        pg_catalog.format('It holds every change the source made up to %%s'\n"
+							  "                          ' (%%s s ago, by this server''s clock); its WAL not applied yet: %%s;'\n"
+							  "                          ' pgsandbox.live_max_lag is %%s.%%s',"
 							  "                          l.as_of,"
 							  "                          pg_catalog.round(pg_catalog.date_part('epoch',"
 							  "                                           pg_catalog.now() - l.as_of)::numeric, 1),"
 							  "                          COALESCE(pg_catalog.pg_size_pretty(l.live_lag_bytes), 'not measured yet'),"
-							  "                          CASE WHEN $2 <= 0 THEN '0: no bound' ELSE $2 || ' s' END)"
+							  "                          CASE WHEN $2 <= 0 THEN '0: no bound' ELSE $2 || ' s' END,"
+							  "                          COALESCE(' Its apply: ' || l.state || '.', ''))"
 							  "   FROM l",
+							  sbx_catalog_has_live_state()
+							  ? "s.live_state || ' since ' || s.live_state_since::text" : "NULL::text"),
 							  2, argtypes, values, NULL, true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{

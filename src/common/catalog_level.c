@@ -120,6 +120,13 @@ sbx_catalog_has_live(void)
 	return sbx_catalog_has_column("source", "live_publication");
 }
 
+/* 0.14: what a live snapshot's apply is doing (live.c) */
+bool
+sbx_catalog_has_live_state(void)
+{
+	return sbx_catalog_has_column("sandbox", "live_state");
+}
+
 /*
  * A condition, in SQL, that snapshot or pool member s was made of source o
  * as it is now, not of an earlier source of the same name: of the same

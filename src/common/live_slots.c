@@ -120,7 +120,8 @@ sbx_live_slot_drop(const char *name, const char *conninfo, bool require_password
 /*
  * How far source 'name' is now, over a connection of at most 'timeout'
  * seconds to make: its WAL position and time, how many bytes of WAL slot
- * 'slot' keeps for its subscription (-1 if the slot is gone), and the
+ * 'slot' keeps for its subscription (-1 if the slot is gone), the position
+ * up to which its subscriber has confirmed applying (NULL if not known), and the
  * tables 'publication' publishes, counted and hashed by name as
  * sbx_live_subscribe hashes those it subscribed (NULL if it is gone, or
  * not asked for: "").  False, with
@@ -158,6 +159,9 @@ sbx_live_probe(const char *name, const char *conninfo, bool require_password,
 							   "                                          s.restart_lsn)::int8"
 							   "          FROM pg_catalog.pg_replication_slots s"
 							   "         WHERE s.slot_name = $1),"
+							   "       (SELECT s.confirmed_flush_lsn::text"
+							   "          FROM pg_catalog.pg_replication_slots s"
+							   "         WHERE s.slot_name = $1),"
 							   "       CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_publication"
 							   "                          WHERE pubname = $2)"
 							   "            THEN (SELECT pg_catalog.count(*) || ':' || pg_catalog.md5(COALESCE("
@@ -171,7 +175,8 @@ sbx_live_probe(const char *name, const char *conninfo, bool require_password,
 		probe->lsn = pstrdup(PQgetvalue(res, 0, 0));
 		probe->now = pstrdup(PQgetvalue(res, 0, 1));
 		probe->retained = PQgetisnull(res, 0, 2) ? -1 : strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
-		probe->tables = PQgetisnull(res, 0, 3) ? NULL : pstrdup(PQgetvalue(res, 0, 3));
+		probe->confirmed = PQgetisnull(res, 0, 3) ? NULL : pstrdup(PQgetvalue(res, 0, 3));
+		probe->tables = PQgetisnull(res, 0, 4) ? NULL : pstrdup(PQgetvalue(res, 0, 4));
 	}
 	else
 	{

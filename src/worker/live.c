@@ -35,16 +35,31 @@
 #include "sbx_worker.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
+
+/* looks at a source the worker remembers, for live_as_of */
+#define SBX_LIVE_LOOKS	16
+
+/* the source's WAL position at a look, and its time then */
+typedef struct SbxLiveLook
+{
+	XLogRecPtr	lsn;
+	TimestampTz at;
+} SbxLiveLook;
 
 /* what the worker remembers of a live snapshot between two looks */
 typedef struct SbxLiveWatch
 {
 	int64		id;
-	char		lsn[32];		/* the source's WAL position at the last look */
-	char		at[64];			/* and its time then */
+	SbxLiveLook looks[SBX_LIVE_LOOKS];	/* the last looks that reached the
+										 * source, oldest first */
+	int			nlooks;
 	TimestampTz lag_event;		/* when the last live_lag event was written */
+	bool		behind;			/* a live_lag event was written, and no
+								 * live_caught_up since */
 	bool		looked;			/* errors and applied are set */
 	int64		errors;			/* the apply's errors at the last look */
 	char		applied[32];	/* the last transaction it had committed then */
@@ -182,7 +197,9 @@ struct SbxLiveRow
 	bool		enabled;
 	bool		intact;			/* owned by its role, on its slot and publication */
 	int64		apply_errors;
-	char	   *applied_lsn;	/* how far the apply has gone, NULL if not known */
+	bool		running;		/* its apply worker runs */
+	char	   *received_lsn;	/* how far a running apply has received and
+								 * applied, NULL if it is not running */
 	char	   *tables;			/* what it subscribed to, counted and hashed */
 	char	   *origin_lsn;		/* the last transaction it committed, at the
 								 * source's WAL position, NULL if none yet */
@@ -205,10 +222,13 @@ sbx_live_rows(void)
 					 "                   WHERE st.subid = sub.oid), 0),"
 					 "        (SELECT GREATEST(a.received_lsn, a.latest_end_lsn)::text"
 					 "           FROM pg_catalog.pg_stat_subscription a"
-					 "          WHERE a.subid = sub.oid AND a.relid IS NULL),"
+					 "          WHERE a.subid = sub.oid AND a.relid IS NULL AND a.pid IS NOT NULL"
+					 "          ORDER BY 1 DESC NULLS LAST LIMIT 1),"
 					 "        s.live_tables,"
 					 "        (SELECT r.remote_lsn::text FROM pg_catalog.pg_replication_origin_status r"
-					 "          WHERE r.external_id = 'pg_' || sub.oid)"
+					 "          WHERE r.external_id = 'pg_' || sub.oid),"
+					 "        EXISTS (SELECT 1 FROM pg_catalog.pg_stat_subscription a"
+					 "                 WHERE a.subid = sub.oid AND a.relid IS NULL AND a.pid IS NOT NULL)"
 					 "   FROM current_snapshot c"
 					 "   JOIN pgsandbox.sandbox s ON s.id = c.id"
 					 "   JOIN pgsandbox.source o ON o.name = s.source"
@@ -240,9 +260,10 @@ sbx_live_rows(void)
 		r->enabled = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
 		r->intact = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
 		r->apply_errors = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
-		r->applied_lsn = SPI_getvalue(tup, desc, 14);
+		r->received_lsn = SPI_getvalue(tup, desc, 14);
 		r->tables = SPI_getvalue(tup, desc, 15);
 		r->origin_lsn = SPI_getvalue(tup, desc, 16);
+		r->running = DatumGetBool(SPI_getbinval(tup, desc, 17, &isnull));
 		rows = lappend(rows, r);
 	}
 	MemoryContextSwitchTo(old);
@@ -270,50 +291,165 @@ sbx_live_broken(const SbxLiveRow *r, const char *why)
 							   why, r->source));
 }
 
+/* a pg_lsn as text, or InvalidXLogRecPtr for NULL */
+static XLogRecPtr
+sbx_lsn_of(const char *text)
+{
+	if (text == NULL)
+		return InvalidXLogRecPtr;
+	return DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(text)));
+}
+
+/*
+ * How far the apply of live snapshot r has certainly gone, in its source's
+ * WAL: every transaction the source committed before this position is in
+ * the snapshot.  The most any of these tells: the position the subscriber
+ * confirmed to the source's slot (read at the look, if it reached the
+ * source), the end of the last source transaction the apply committed
+ * (its replication origin, kept while the apply is away), and what a
+ * running apply has received and dispatched.  InvalidXLogRecPtr if none
+ * is known.  A missing figure is never read as 0/0: that made the lag the
+ * source's whole WAL whenever the apply was paused or restarting.
+ */
+static XLogRecPtr
+sbx_live_applied(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
+{
+	XLogRecPtr	applied = sbx_lsn_of(r->origin_lsn);
+
+	if (reached)
+		applied = Max(applied, sbx_lsn_of(probe->confirmed));
+	if (r->running)
+		applied = Max(applied, sbx_lsn_of(r->received_lsn));
+	return applied;
+}
+
+/* what the apply of live snapshot r is doing, as the snapshots view says */
+static const char *
+sbx_live_state(const SbxLiveRow *r, bool reached)
+{
+	if (!reached)
+		return "source unreachable";
+	if (!r->enabled)
+		return "paused";
+	if (!r->running)
+		return "starting";
+	return "applying";
+}
+
 /*
  * In a worker transaction: record how far live snapshot r is behind its
- * source, from a look at the source now and the last one.  Every change the
- * source made before a look is in once the apply has passed that look's
- * WAL position: live_as_of is then that look's time (on a quiet source the
- * apply is past this look's position already).
+ * source, from what is known.  A look that reached the source adds its WAL
+ * position and time to the watch's looks.  Every change the source made
+ * before a look is in once the apply has passed that look's position:
+ * live_as_of is the time of the newest look passed (the look now, on a
+ * quiet source).  live_lag_bytes is the source's WAL after the applied
+ * position, at this look or, when the source cannot be reached, at the
+ * last look that reached it; it is held when nothing tells the applied
+ * position.  A live_lag event is written when live_as_of falls behind
+ * pgsandbox.live_max_lag by this server's clock, whether or not the source
+ * answers (at most every 10 minutes), and a live_caught_up event once it
+ * is back within it.
  */
 static void
-sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe)
+sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
 {
 	SbxLiveWatch *w = sbx_live_watch(r->id);
+	XLogRecPtr	applied = sbx_live_applied(r, probe, reached);
+	const char *state = sbx_live_state(r, reached);
+	TimestampTz passed = 0;
+	bool		has_state = sbx_catalog_has_live_state();
 	char		id[32];
-	const char *args[6] = {id, probe->lsn, r->applied_lsn, w->lsn[0] ? w->lsn : NULL,
-		w->at[0] ? w->at : NULL, probe->now};
+	char		lagbuf[32];
+	char		asofbuf[MAXDATELEN + 1];
+	const char *args[4] = {id, NULL, NULL, state};
 	bool		isnull;
-	Datum		as_of;
+	TimestampTz as_of;
+	Datum		lag;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		behind;
+
+	if (reached)
+	{
+		if (w->nlooks == SBX_LIVE_LOOKS)
+		{
+			memmove(&w->looks[0], &w->looks[1], sizeof(SbxLiveLook) * (SBX_LIVE_LOOKS - 1));
+			w->nlooks--;
+		}
+		w->looks[w->nlooks].lsn = sbx_lsn_of(probe->lsn);
+		w->looks[w->nlooks].at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+																		 CStringGetDatum(probe->now),
+																		 ObjectIdGetDatum(InvalidOid),
+																		 Int32GetDatum(-1)));
+		w->nlooks++;
+	}
+	if (!XLogRecPtrIsInvalid(applied))
+	{
+		for (int i = w->nlooks - 1; i >= 0; i--)
+		{
+			if (w->looks[i].lsn <= applied)
+			{
+				passed = w->looks[i].at;
+				break;
+			}
+		}
+		if (w->nlooks > 0)
+		{
+			XLogRecPtr	source_lsn = w->looks[w->nlooks - 1].lsn;
+
+			snprintf(lagbuf, sizeof(lagbuf), UINT64_FORMAT,
+					 (uint64) (source_lsn > applied ? source_lsn - applied : 0));
+			args[2] = lagbuf;
+		}
+	}
+	if (passed != 0)
+	{
+		strlcpy(asofbuf, timestamptz_to_str(passed), sizeof(asofbuf));
+		args[1] = asofbuf;
+	}
 
 	snprintf(id, sizeof(id), INT64_FORMAT, r->id);
-	sbx_spi("UPDATE pgsandbox.sandbox SET"
-			" live_lag_bytes = GREATEST(0, pg_catalog.pg_wal_lsn_diff($2::pg_lsn,"
-			"                              COALESCE($3::pg_lsn, '0/0'::pg_lsn)))::bigint,"
-			" live_as_of = CASE WHEN $3::pg_lsn >= $2::pg_lsn"
-			"                   THEN GREATEST(live_as_of, $6::timestamptz)"
-			"                   WHEN $3::pg_lsn >= $4::pg_lsn"
-			"                   THEN GREATEST(live_as_of, $5::timestamptz) ELSE live_as_of END"
-			" WHERE id = $1::bigint RETURNING live_as_of, live_lag_bytes",
-			SPI_OK_UPDATE_RETURNING, 6, args);
-	strlcpy(w->lsn, probe->lsn, sizeof(w->lsn));
-	strlcpy(w->at, probe->now, sizeof(w->at));
+	sbx_spi(psprintf("UPDATE pgsandbox.sandbox SET"
+					 " live_lag_bytes = COALESCE($3::bigint, live_lag_bytes),"
+					 " live_as_of = GREATEST(live_as_of, $2::timestamptz)%s"
+					 " WHERE id = $1::bigint"
+					 " RETURNING COALESCE(GREATEST(live_as_of, data_as_of), data_as_of), live_lag_bytes",
+					 has_state
+					 ? ", live_state_since = CASE WHEN live_state IS DISTINCT FROM $4"
+					 "                       THEN pg_catalog.now() ELSE live_state_since END,"
+					 " live_state = $4"
+					 : ""),
+			SPI_OK_UPDATE_RETURNING, has_state ? 4 : 3, args);
 	if (SPI_processed != 1)
 		return;
-	as_of = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull && sbx_live_max_lag > 0 &&
-		TimestampDifferenceExceeds(DatumGetTimestampTz(as_of), GetCurrentTimestamp(),
-								   sbx_live_max_lag * 1000) &&
-		(w->lag_event == 0 ||
-		 TimestampDifferenceExceeds(w->lag_event, GetCurrentTimestamp(), SBX_LIVE_LAG_EVENT_MS)))
+	as_of = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		return;
+	lag = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	behind = sbx_live_max_lag > 0 &&
+		TimestampDifferenceExceeds(as_of, now, sbx_live_max_lag * 1000);
+	if (behind &&
+		(w->lag_event == 0 || TimestampDifferenceExceeds(w->lag_event, now, SBX_LIVE_LAG_EVENT_MS)))
 	{
-		w->lag_event = GetCurrentTimestamp();
+		w->lag_event = now;
+		w->behind = true;
 		sbx_log_event(r->name, "live_lag", SBX_WORKER_ACTOR,
-					  psprintf("the live snapshot of source \"%s\" holds its changes up to %s only, more than pgsandbox.live_max_lag behind; " INT64_FORMAT " bytes of the source's WAL are not applied yet",
-							   r->source, timestamptz_to_str(DatumGetTimestampTz(as_of)),
-							   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-														   SPI_tuptable->tupdesc, 2, &isnull))));
+					  psprintf("the live snapshot of source \"%s\" holds its changes up to %s only, more than pgsandbox.live_max_lag behind; %s",
+							   r->source, timestamptz_to_str(as_of),
+							   !reached
+							   ? psprintf("the source cannot be reached (%s)", probe->why ? probe->why : "no answer")
+							   : isnull
+							   ? pstrdup("how much of the source's WAL is not applied is not known yet")
+							   : psprintf(INT64_FORMAT " bytes of the source's WAL are not applied yet; its apply is %s",
+										  DatumGetInt64(lag), state)));
+	}
+	else if (!behind && w->behind)
+	{
+		w->behind = false;
+		w->lag_event = 0;
+		if (has_state)
+			sbx_log_event(r->name, "live_caught_up", SBX_WORKER_ACTOR,
+						  psprintf("the live snapshot of source \"%s\" is back within pgsandbox.live_max_lag: it holds every change up to %s",
+								   r->source, timestamptz_to_str(as_of)));
 	}
 }
 
@@ -375,8 +511,7 @@ sbx_live_look(SbxLiveRow *r)
 	else if (reached && r->tables != NULL && strcmp(probe.tables, r->tables) != 0)
 		sbx_live_broken(r, psprintf("publication \"%s\" publishes other tables than the subscription follows (%s, against %s: counted and hashed by name)",
 									r->publication, probe.tables, r->tables));
-	if (reached)
-		sbx_live_measure(r, &probe);
+	sbx_live_measure(r, &probe, reached);
 	sbx_xact_commit();
 
 	/* a copy's clone worker died with the apply paused */

@@ -1,4 +1,4 @@
-/* pgsandbox--0.12.sql: catalog, views and functions of pgsandbox */
+/* pgsandbox--0.14.sql: catalog, views and functions of pgsandbox */
 
 \echo Use "CREATE EXTENSION pgsandbox" to load this file. \quit
 
@@ -197,7 +197,11 @@ CREATE TABLE pgsandbox.sandbox (
 	live_tables	text,
 	live_as_of	timestamptz,
 	live_lag_bytes bigint,
-	live_errors	bigint NOT NULL DEFAULT 0
+	live_errors	bigint NOT NULL DEFAULT 0,
+	-- what its apply was doing at the worker's last look ('applying',
+	-- 'paused' for a copy, 'starting', 'source unreachable'), and since when
+	live_state	text,
+	live_state_since timestamptz
 );
 CREATE INDEX sandbox_live_expiry ON pgsandbox.sandbox (expires_at)
 	WHERE status = 'ready';
@@ -228,7 +232,7 @@ CREATE TABLE pgsandbox.event (
 								  'handout', 'pool_fill', 'protect', 'unprotect',
 								  'read_only', 'reset', 'reset_failed', 'save', 'blocked',
 								  'refused', 'session_ended', 'prepared_rolled_back',
-								  'live_rebuild', 'live_lag')),
+								  'live_rebuild', 'live_lag', 'live_caught_up')),
 	actor		text NOT NULL,
 	detail		text
 );
@@ -728,11 +732,11 @@ CREATE VIEW pgsandbox.snapshots WITH (security_barrier) AS
 				WHEN p.last_error IS NOT NULL THEN 'failed' END AS status,
 		   r.data_as_of AS taken_at, r.size_bytes, p.schedule, p.next_run_at,
 		   p.last_error, r.live_slot IS NOT NULL AS live, r.live_as_of,
-		   r.live_lag_bytes
+		   r.live_lag_bytes, r.live_state, r.live_state_since
 	  FROM pgsandbox.snapshot_plan p
 	  LEFT JOIN LATERAL (
 			SELECT s.id, s.data_as_of, s.size_bytes, s.live_slot, s.live_as_of,
-				   s.live_lag_bytes
+				   s.live_lag_bytes, s.live_state, s.live_state_since
 			  FROM pgsandbox.sandbox s
 			 WHERE s.kind = 'snapshot' AND s.status = 'ready' AND s.retired_at IS NULL
 			   AND s.source = p.source AND s.schema_only = p.schema_only
