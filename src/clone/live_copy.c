@@ -44,7 +44,9 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -313,7 +315,7 @@ sbx_live_check_left_out(PGconn *reader, const SbxCloneJob *job, List *left_out)
  * Outside a transaction, in the admin database: how many bytes of the
  * source's WAL the apply of the live snapshot (database dboid, subscription
  * 'name') has still to pass to reach position 'lsn'; 0 once it has, -1 if
- * it is not running.
+ * it is not running, -2 if it runs and has received nothing yet.
  */
 static int64
 sbx_live_behind(Oid dboid, const char *name, const char *lsn)
@@ -328,25 +330,52 @@ sbx_live_behind(Oid dboid, const char *name, const char *lsn)
 			"                   GREATEST(a.received_lsn, a.latest_end_lsn)))::int8"
 			"  FROM pg_catalog.pg_subscription s"
 			"  JOIN pg_catalog.pg_stat_subscription a ON a.subid = s.oid AND a.relid IS NULL"
-			" WHERE s.subdbid = $1::oid AND s.subname = $2"
-			"   AND GREATEST(a.received_lsn, a.latest_end_lsn) IS NOT NULL",
+			" WHERE s.subdbid = $1::oid AND s.subname = $2 AND a.pid IS NOT NULL"
+			" ORDER BY 1 NULLS LAST LIMIT 1",
 			SPI_OK_SELECT, 3, args);
 	if (SPI_processed > 0)
 	{
 		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-		behind = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-											 1, &isnull));
+		behind = isnull ? -2 : DatumGetInt64(d);
 	}
 	sbx_xact_commit();
 	return behind;
 }
 
 /*
- * The data_as_of of a pause: the source's time at a look, if the apply
- * passes that look's WAL position within pgsandbox.live_catchup_timeout;
- * else what the worker last found the apply had reached (live_as_of), or
- * the snapshot's own data_as_of.
+ * In a worker transaction: live snapshot 'id' holds every change its source
+ * made up to 'as_of', as a copy's look found: live_as_of moves on to it, so
+ * that a copy that follows closely, finding the apply not running yet, holds
+ * this moment.
+ */
+static void
+sbx_live_record_as_of(int64 id, TimestampTz as_of)
+{
+	char		idbuf[32];
+	char		asofbuf[MAXDATELEN + 1];
+	const char *args[2] = {idbuf, asofbuf};
+
+	snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, id);
+	strlcpy(asofbuf, timestamptz_to_str(as_of), sizeof(asofbuf));
+	sbx_spi("UPDATE pgsandbox.sandbox SET live_as_of = GREATEST(live_as_of, $2::timestamptz)"
+			" WHERE id = $1::bigint", SPI_OK_UPDATE, 2, args);
+}
+
+/*
+ * The data_as_of of a pause: the source's time at a look, if the subscriber
+ * had confirmed that look's WAL position already, or if the apply passes it
+ * within pgsandbox.live_catchup_timeout; else what the worker or an earlier
+ * copy last found the apply had reached (live_as_of), or the snapshot's own
+ * data_as_of.
+ *
+ * An apply that is not running is not waited for.  After a copy resumes
+ * it, PostgreSQL starts it again at most once per
+ * wal_retrieve_retry_interval (5 s by default), so a copy that follows
+ * within that time would wait out the delay for nothing: it holds what the
+ * apply had applied, with that moment as its data_as_of, as a copy made
+ * in the same pause would.
  */
 static TimestampTz
 sbx_live_catch_up(SbxCloneJob *job)
@@ -355,6 +384,7 @@ sbx_live_catch_up(SbxCloneJob *job)
 	const char *args[1] = {idbuf};
 	char	   *slot;
 	TimestampTz fallback;
+	TimestampTz look_at;
 	SbxLiveProbe probe;
 	TimestampTz deadline;
 	bool		isnull;
@@ -379,18 +409,33 @@ sbx_live_catch_up(SbxCloneJob *job)
 				 probe.why);
 		return fallback;
 	}
+	look_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+													  CStringGetDatum(probe.now),
+													  ObjectIdGetDatum(InvalidOid),
+													  Int32GetDatum(-1)));
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sbx_live_catchup_timeout);
 	for (bool shown = false;;)
 	{
 		int64		behind = sbx_live_behind(job->snapshot_dboid, job->snapshot_name, probe.lsn);
 
+		/* the subscriber had confirmed the look's position: nothing to wait for */
+		if (behind != 0 && probe.confirmed != NULL &&
+			DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(probe.confirmed))) >=
+			DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(probe.lsn))))
+			behind = 0;
 		if (behind == 0)
 		{
 			sbx_progress_set(progress, SBX_PHASE_COPYING, NULL, Max(copy_total, 0));
-			return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-														   CStringGetDatum(probe.now),
-														   ObjectIdGetDatum(InvalidOid),
-														   Int32GetDatum(-1)));
+			sbx_xact_begin("pgsandbox: recording how far a live snapshot holds its source");
+			sbx_live_record_as_of(job->snapshot_id, look_at);
+			sbx_xact_commit();
+			return look_at;
+		}
+		if (behind == -1)
+		{
+			sbx_job_note(job, "the apply was not running (PostgreSQL starts it again at most once per wal_retrieve_retry_interval): the copy holds what it had applied, up to %s",
+						 timestamptz_to_str(fallback));
+			return fallback;
 		}
 		/* the progress view shows what the apply had left at the look */
 		if (!shown && behind > 0)

@@ -9,6 +9,11 @@
 #   set_live() (0.13 counted the source's whole WAL position from 0/0),
 #   live_as_of stays before the rows, and the metrics view reads the same
 #   figure; once the copy is done, the apply catches up;
+# - copies close together: one that finds the apply not started again yet
+#   (PostgreSQL waits wal_retrieve_retry_interval between two starts) does
+#   not wait for it, holds what the copy before it held, and says so in its
+#   ready event and its data_as_of; once the apply runs, copies hold the
+#   source again;
 # - the source stopped: a live_lag event by the clock while it is away
 #   (0.13 wrote none until the source answered), naming it unreachable, the
 #   state "source unreachable", the lag held, doctor() saying so; the
@@ -116,6 +121,50 @@ is( poll_value(
 	'and the lag comes down');
 
 # ---------------------------------------------------------------------
+# copies close together: PostgreSQL starts an apply again at most once per
+# wal_retrieve_retry_interval, and a copy does not wait for it
+# ---------------------------------------------------------------------
+$node->append_conf('postgresql.conf', "wal_retrieve_retry_interval = '20s'\n");
+$node->reload;
+my $running_sql = "SELECT count(*) FROM pg_stat_subscription a JOIN pgsandbox.sandbox x"
+  . " ON x.name = a.subname WHERE x.id = $snap AND a.relid IS NULL AND a.pid IS NOT NULL";
+my $digest = q{SELECT count(*) || ' ' || md5(string_agg(id || ':' || note, ',' ORDER BY id)) FROM orders};
+
+sub clone_far
+{
+	return split /\|/, sq("SELECT name, conninfo FROM pgsandbox.clone('far', schema_only => false)");
+}
+
+sub as_of_of
+{
+	return sq("SELECT data_as_of FROM pgsandbox.sandboxes WHERE name = '$_[0]'");
+}
+
+# a copy, and the apply started again after it: so the next copy's resume
+# comes within the interval of that start, and PostgreSQL delays it
+clone_far();
+is(poll_value($node, $running_sql, '1', 60), '1', 'the apply runs again after a copy');
+my ($k_name) = clone_far();
+my $k_as_of = as_of_of($k_name);
+my $k_digest = $far->safe_psql('postgres', $digest);
+my $late_row_at = $far->safe_psql('postgres',
+	q{BEGIN; INSERT INTO orders (note) VALUES ('after the burst'); SELECT clock_timestamp(); COMMIT;});
+my ($b_name, $b_conn) = clone_far();
+like(sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$b_name' AND action = 'ready'"),
+	qr/the apply was not running \(PostgreSQL starts it again at most once per wal_retrieve_retry_interval\): the copy holds what it had applied, up to /,
+	'a copy right after another does not wait for the apply PostgreSQL has not started again, and says so');
+is(sandbox_sql($node, $b_conn, $digest), $k_digest, 'it holds what the copy before it held');
+is( sq("SELECT data_as_of >= '$k_as_of'::timestamptz AND data_as_of < '$late_row_at'::timestamptz"
+		  . " FROM pgsandbox.sandboxes WHERE name = '$b_name'"),
+	't', 'and its data_as_of says so: from the copy before it, before the row it lacks');
+live_caught_up($node, 'far', $late_row_at, 'the apply started again');
+my (undef, $c_conn) = clone_far();
+is(sandbox_sql($node, $c_conn, $digest), $far->safe_psql('postgres', $digest),
+	'a copy once it runs holds the row');
+$node->append_conf('postgresql.conf', "wal_retrieve_retry_interval = '5s'\n");
+$node->reload;
+
+# ---------------------------------------------------------------------
 # the source away: an event by the clock, and another once it is back
 # ---------------------------------------------------------------------
 $far->stop('immediate');
@@ -123,12 +172,12 @@ $node->append_conf('postgresql.conf', "pgsandbox.live_max_lag = 4\n");
 $node->reload;
 is( poll_value(
 		$node,
-		"SELECT count(*) FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_lag'",
-		'1', 90),
-	'1',
+		"SELECT count(*) > 0 FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_lag'",
+		't', 90),
+	't',
 	'with the source stopped, a live_lag event comes once the snapshot is behind by the clock');
 like(
-	sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_lag'"),
+	sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_lag' ORDER BY at LIMIT 1"),
 	qr/^the live snapshot of source "far" holds its changes up to .* only, more than pgsandbox.live_max_lag behind; the source cannot be reached \(/,
 	'it says the source cannot be reached');
 my ($outage_state, $outage_lag) = split /\|/,
@@ -146,15 +195,16 @@ cmp_ok($outage_lag, '<=', $bound,
 	"the lag it held meanwhile ($outage_lag bytes) is no more than the source wrote ($bound)");
 is( poll_value(
 		$node,
-		"SELECT count(*) FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_caught_up'",
-		'1', 90),
-	'1',
+		"SELECT count(*) > 0 FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_caught_up'",
+		't', 90),
+	't',
 	'with the source back, a live_caught_up event');
 like(
-	sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_caught_up'"),
+	sq("SELECT detail FROM pgsandbox.events WHERE sandbox = '$snap_name' AND action = 'live_caught_up' ORDER BY at LIMIT 1"),
 	qr/^the live snapshot of source "far" is back within pgsandbox.live_max_lag: it holds every change up to /,
 	'it says up to when the snapshot holds the source');
-# a look may find the next one late on a busy machine: the bound is off again
+# a bound of 4 s is below what looks 5 s apart can tell: after the catch-up,
+# a look that finds a little WAL not yet confirmed may count as behind again
 $node->append_conf('postgresql.conf', "pgsandbox.live_max_lag = 0\n");
 $node->reload;
 is( sq("SELECT count(*) FROM pgsandbox.event WHERE sandbox = '$snap_name' AND action = 'live_lag'"
