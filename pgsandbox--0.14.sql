@@ -792,6 +792,22 @@ CREATE VIEW pgsandbox.metrics AS
 			   s.read_only_at, s.data_as_of, s.retired_at
 		  FROM pgsandbox.sandbox s
 		 WHERE s.status IN ('cloning', 'ready')
+	), current_snapshot AS (
+		-- read once: each call plans the worker's query anew (0.14)
+		SELECT c.source, c.schema_only, c.id FROM pgsandbox._current_snapshots() c
+	), current_data AS (
+		SELECT cs.source, cs.schema_only, s.data_as_of, s.live_slot, s.live_as_of,
+			   s.live_lag_bytes
+		  FROM current_snapshot cs
+		  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	), sandbox_usage AS (
+		-- the sandboxes' sessions and temporary bytes, in one pass over the
+		-- statistics of their databases (0.14)
+		SELECT COALESCE(pg_catalog.sum(d.numbackends), 0) AS sessions,
+			   COALESCE(pg_catalog.sum(d.temp_bytes), 0) AS temp_bytes
+		  FROM pgsandbox.sandbox s
+		  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
+		 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
 	), kinds(kind) AS (
 		VALUES ('sandbox'), ('snapshot'), ('pool'), ('save')
 	), budget(scope, setting, used) AS (
@@ -830,15 +846,15 @@ CREATE VIEW pgsandbox.metrics AS
 	  CROSS JOIN LATERAL (
 			VALUES ('wanted', p.pool_size::bigint),
 				   ('ready', (SELECT pg_catalog.count(*) FROM pgsandbox.sandbox s
-								JOIN pgsandbox._current_snapshots() c ON c.id = s.snapshot_id
+								JOIN current_snapshot c ON c.id = s.snapshot_id
 							   WHERE s.kind = 'pool' AND s.status = 'ready'
 								 AND s.source = p.source AND s.schema_only = p.schema_only)))
 			w(state, n)
 	 WHERE p.pool_size > 0
 	UNION ALL
 	SELECT 'pgsandbox_snapshot_oldest_age_seconds', '{}'::jsonb,
-		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(s.data_as_of))
-	  FROM pgsandbox._current_snapshots() c JOIN pgsandbox.sandbox s ON s.id = c.id
+		   pg_catalog.date_part('epoch', pg_catalog.now() - pg_catalog.min(c.data_as_of))
+	  FROM current_data c
 	HAVING pg_catalog.count(*) > 0
 	UNION ALL
 	SELECT 'pgsandbox_protected_sandboxes', '{}'::jsonb,
@@ -872,26 +888,18 @@ CREATE VIEW pgsandbox.metrics AS
 		   GREATEST(0, COALESCE(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
 						COALESCE(pgsandbox._next_run(p.schedule, c.data_as_of), p.next_run_at)), 0))
 	  FROM pgsandbox.snapshot_plan p
-	  LEFT JOIN (SELECT s.source, s.schema_only, s.data_as_of
-				   FROM pgsandbox._current_snapshots() cs
-				   JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id) c
+	  LEFT JOIN current_data c
 		ON c.source OPERATOR(pg_catalog.=) p.source AND c.schema_only OPERATOR(pg_catalog.=) p.schema_only
 	 WHERE p.schedule IS NOT NULL
 	UNION ALL
 	-- the sandboxes' share of the server (0.12): their sessions and the
 	-- temporary files they wrote, the slots free and those reserved from
 	-- sandbox logins; what the caps refused is a counter
-	SELECT 'pgsandbox_sandbox_sessions', '{}'::jsonb,
-		   COALESCE(pg_catalog.sum(d.numbackends), 0)::double precision
-	  FROM pgsandbox.sandbox s
-	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
-	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	SELECT 'pgsandbox_sandbox_sessions', '{}'::jsonb, u.sessions::double precision
+	  FROM sandbox_usage u
 	UNION ALL
-	SELECT 'pgsandbox_sandbox_temp_bytes', '{}'::jsonb,
-		   COALESCE(pg_catalog.sum(d.temp_bytes), 0)::double precision
-	  FROM pgsandbox.sandbox s
-	  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
-	 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+	SELECT 'pgsandbox_sandbox_temp_bytes', '{}'::jsonb, u.temp_bytes::double precision
+	  FROM sandbox_usage u
 	UNION ALL
 	SELECT 'pgsandbox_connection_slots_free', '{}'::jsonb,
 		   (pg_catalog.current_setting('max_connections')::integer OPERATOR(pg_catalog.-)
@@ -907,15 +915,13 @@ CREATE VIEW pgsandbox.metrics AS
 	-- the source's time up to which every change is applied)
 	SELECT 'pgsandbox_live_lag_bytes', pg_catalog.jsonb_build_object('source', s.source),
 		   s.live_lag_bytes::double precision
-	  FROM pgsandbox._current_snapshots() cs
-	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	  FROM current_data s
 	 WHERE s.live_slot IS NOT NULL AND s.live_lag_bytes IS NOT NULL
 	UNION ALL
 	SELECT 'pgsandbox_live_lag_seconds', pg_catalog.jsonb_build_object('source', s.source),
 		   GREATEST(0, pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-)
 						COALESCE(s.live_as_of, s.data_as_of)))
-	  FROM pgsandbox._current_snapshots() cs
-	  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
+	  FROM current_data s
 	 WHERE s.live_slot IS NOT NULL;
 COMMENT ON VIEW pgsandbox.metrics IS
 	'Prometheus-style series of pgsandbox''s state and counters (for admins and pg_monitor)';
