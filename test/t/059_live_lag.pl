@@ -186,7 +186,7 @@ is($outage_state, 'source unreachable', 'the snapshots view says the source is u
 like(
 	sq(q{SELECT ok || ' ' || detail FROM pgsandbox.doctor() AS d(c, ok, detail)
 		  WHERE c = 'the live snapshot of source "far" keeps up'}),
-	qr/^f It holds every change the source made up to .* Its apply: source unreachable since /,
+	qr/^false It holds every change the source made up to .* Its apply: source unreachable since /,
 	'doctor() says it does not keep up, and why');
 
 $far->start;
