@@ -315,7 +315,11 @@ sbx_live_check_left_out(PGconn *reader, const SbxCloneJob *job, List *left_out)
  * Outside a transaction, in the admin database: how many bytes of the
  * source's WAL the apply of the live snapshot (database dboid, subscription
  * 'name') has still to pass to reach position 'lsn'; 0 once it has, -1 if
- * it is not running, -2 if it runs and has received nothing yet.
+ * it is not running (and has not), -2 if it runs and has applied nothing
+ * yet.  What it has certainly applied: the end of the last source
+ * transaction it committed (its replication origin), and the last
+ * keepalive it took, which comes after every message it applied (not
+ * received_lsn, which names a message before it is applied).
  */
 static int64
 sbx_live_behind(Oid dboid, const char *name, const char *lsn)
@@ -327,18 +331,31 @@ sbx_live_behind(Oid dboid, const char *name, const char *lsn)
 	snprintf(dbbuf, sizeof(dbbuf), "%u", dboid);
 	sbx_xact_begin("pgsandbox: waiting for a live snapshot's apply");
 	sbx_spi("SELECT GREATEST(0, pg_catalog.pg_wal_lsn_diff($3::pg_lsn,"
-			"                   GREATEST(a.received_lsn, a.latest_end_lsn)))::int8"
+			"                   GREATEST(o.remote_lsn, a.latest_end_lsn)))::int8,"
+			"       a.pid IS NOT NULL"
 			"  FROM pg_catalog.pg_subscription s"
-			"  JOIN pg_catalog.pg_stat_subscription a ON a.subid = s.oid AND a.relid IS NULL"
-			" WHERE s.subdbid = $1::oid AND s.subname = $2 AND a.pid IS NOT NULL"
+			"  LEFT JOIN pg_catalog.pg_stat_subscription a"
+			"    ON a.subid = s.oid AND a.relid IS NULL AND a.pid IS NOT NULL"
+			"  LEFT JOIN pg_catalog.pg_replication_origin_status o"
+			"    ON o.external_id = 'pg_' || s.oid"
+			" WHERE s.subdbid = $1::oid AND s.subname = $2"
 			" ORDER BY 1 NULLS LAST LIMIT 1",
 			SPI_OK_SELECT, 3, args);
 	if (SPI_processed > 0)
 	{
 		bool		isnull;
+		bool		running_isnull;
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		bool		running = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 2,
+														 &running_isnull));
 
-		behind = isnull ? -2 : DatumGetInt64(d);
+		if (!isnull && DatumGetInt64(d) == 0)
+			behind = 0;
+		else if (!running)
+			behind = -1;
+		else
+			behind = isnull ? -2 : DatumGetInt64(d);
 	}
 	sbx_xact_commit();
 	return behind;
@@ -370,12 +387,16 @@ sbx_live_record_as_of(int64 id, TimestampTz as_of)
  * copy last found the apply had reached (live_as_of), or the snapshot's own
  * data_as_of.
  *
- * An apply that is not running is not waited for.  After a copy resumes
- * it, PostgreSQL starts it again at most once per
+ * An apply that is not running is not waited for while what it had
+ * applied is recent: no older than pgsandbox.live_catchup_timeout, the
+ * staleness a copy accepts anyway.  On PostgreSQL 15, after a copy
+ * resumes the apply, the launcher starts it again at most once per
  * wal_retrieve_retry_interval (5 s by default), so a copy that follows
  * within that time would wait out the delay for nothing: it holds what the
- * apply had applied, with that moment as its data_as_of, as a copy made
- * in the same pause would.
+ * apply had applied, with the copy before it's moment as its data_as_of,
+ * as a copy made in the same pause would.  Once that moment is older, a
+ * copy waits for the apply as before, so that copies asked one after
+ * another cannot keep it from running.
  */
 static TimestampTz
 sbx_live_catch_up(SbxCloneJob *job)
@@ -431,7 +452,8 @@ sbx_live_catch_up(SbxCloneJob *job)
 			sbx_xact_commit();
 			return look_at;
 		}
-		if (behind == -1)
+		if (behind == -1 &&
+			!TimestampDifferenceExceeds(fallback, GetCurrentTimestamp(), sbx_live_catchup_timeout))
 		{
 			sbx_job_note(job, "the apply was not running (PostgreSQL starts it again at most once per wal_retrieve_retry_interval): the copy holds what it had applied, up to %s",
 						 timestamptz_to_str(fallback));

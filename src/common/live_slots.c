@@ -119,7 +119,9 @@ sbx_live_slot_drop(const char *name, const char *conninfo, bool require_password
 
 /*
  * How far source 'name' is now, over a connection of at most 'timeout'
- * seconds to make: its WAL position and time, how many bytes of WAL slot
+ * seconds to make: its WAL position (where it inserts: a commit is visible
+ * only once its record is in, and may be before it is written) and time
+ * (in ISO form, whatever the source's DateStyle), how many bytes of WAL slot
  * 'slot' keeps for its subscription (-1 if the slot is gone), the position
  * up to which its subscriber has confirmed applying (NULL if not known), and the
  * tables 'publication' publishes, counted and hashed by name as
@@ -153,8 +155,9 @@ sbx_live_probe(const char *name, const char *conninfo, bool require_password,
 		return false;
 	}
 	res = libpqsrv_exec_params(conn,
-							   "SELECT pg_catalog.pg_current_wal_lsn()::text,"
-							   "       pg_catalog.now()::text,"
+							   "SELECT pg_catalog.pg_current_wal_insert_lsn()::text,"
+							   "       pg_catalog.to_char(pg_catalog.now() AT TIME ZONE 'UTC',"
+							   "                          'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00\"'),"
 							   "       (SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(),"
 							   "                                          s.restart_lsn)::int8"
 							   "          FROM pg_catalog.pg_replication_slots s"

@@ -198,8 +198,9 @@ struct SbxLiveRow
 	bool		intact;			/* owned by its role, on its slot and publication */
 	int64		apply_errors;
 	bool		running;		/* its apply worker runs */
-	char	   *received_lsn;	/* how far a running apply has received and
-								 * applied, NULL if it is not running */
+	char	   *reported_lsn;	/* the last keepalive a running apply took
+								 * (latest_end_lsn): every message before it
+								 * is applied; NULL if not known */
 	char	   *tables;			/* what it subscribed to, counted and hashed */
 	char	   *origin_lsn;		/* the last transaction it committed, at the
 								 * source's WAL position, NULL if none yet */
@@ -220,10 +221,10 @@ sbx_live_rows(void)
 					 "                 AND sub.subpublications = ARRAY[o.live_publication]::text[], false),"
 					 "        COALESCE((SELECT st.apply_error_count FROM pg_catalog.pg_stat_subscription_stats st"
 					 "                   WHERE st.subid = sub.oid), 0),"
-					 "        (SELECT GREATEST(a.received_lsn, a.latest_end_lsn)::text"
+					 "        (SELECT a.latest_end_lsn::text"
 					 "           FROM pg_catalog.pg_stat_subscription a"
 					 "          WHERE a.subid = sub.oid AND a.relid IS NULL AND a.pid IS NOT NULL"
-					 "          ORDER BY 1 DESC NULLS LAST LIMIT 1),"
+					 "          ORDER BY a.latest_end_lsn DESC NULLS LAST LIMIT 1),"
 					 "        s.live_tables,"
 					 "        (SELECT r.remote_lsn::text FROM pg_catalog.pg_replication_origin_status r"
 					 "          WHERE r.external_id = 'pg_' || sub.oid),"
@@ -260,7 +261,7 @@ sbx_live_rows(void)
 		r->enabled = DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull));
 		r->intact = DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull));
 		r->apply_errors = DatumGetInt64(SPI_getbinval(tup, desc, 13, &isnull));
-		r->received_lsn = SPI_getvalue(tup, desc, 14);
+		r->reported_lsn = SPI_getvalue(tup, desc, 14);
 		r->tables = SPI_getvalue(tup, desc, 15);
 		r->origin_lsn = SPI_getvalue(tup, desc, 16);
 		r->running = DatumGetBool(SPI_getbinval(tup, desc, 17, &isnull));
@@ -306,9 +307,11 @@ sbx_lsn_of(const char *text)
  * the snapshot.  The most any of these tells: the position the subscriber
  * confirmed to the source's slot (read at the look, if it reached the
  * source), the end of the last source transaction the apply committed
- * (its replication origin, kept while the apply is away), and what a
- * running apply has received and dispatched.  InvalidXLogRecPtr if none
- * is known.  A missing figure is never read as 0/0: that made the lag the
+ * (its replication origin, kept while the apply is away), and the last
+ * keepalive a running apply took, which comes after every message it has
+ * applied (not received_lsn: that is set before the message it names is
+ * applied, and a commit may still fail).  InvalidXLogRecPtr if none is
+ * known.  A missing figure is never read as 0/0: that made the lag the
  * source's whole WAL whenever the apply was paused or restarting.
  */
 static XLogRecPtr
@@ -319,7 +322,7 @@ sbx_live_applied(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
 	if (reached)
 		applied = Max(applied, sbx_lsn_of(probe->confirmed));
 	if (r->running)
-		applied = Max(applied, sbx_lsn_of(r->received_lsn));
+		applied = Max(applied, sbx_lsn_of(r->reported_lsn));
 	return applied;
 }
 
@@ -368,12 +371,35 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
 	TimestampTz now = GetCurrentTimestamp();
 	bool		behind;
 
+	/* looks older than the newest one passed tell nothing more */
+	if (!XLogRecPtrIsInvalid(applied))
+	{
+		int			newest_passed = -1;
+
+		for (int i = 0; i < w->nlooks; i++)
+			if (w->looks[i].lsn <= applied)
+				newest_passed = i;
+		if (newest_passed > 0)
+		{
+			memmove(&w->looks[0], &w->looks[newest_passed],
+					sizeof(SbxLiveLook) * (w->nlooks - newest_passed));
+			w->nlooks -= newest_passed;
+		}
+	}
 	if (reached)
 	{
+		/*
+		 * Full of looks the apply has not passed (it is more than 16 looks
+		 * behind): every other one goes, the oldest kept, so that the looks
+		 * span the whole lag, more thinly, and the apply passes one again
+		 */
 		if (w->nlooks == SBX_LIVE_LOOKS)
 		{
-			memmove(&w->looks[0], &w->looks[1], sizeof(SbxLiveLook) * (SBX_LIVE_LOOKS - 1));
-			w->nlooks--;
+			int			kept = 1;
+
+			for (int i = 2; i < w->nlooks; i += 2)
+				w->looks[kept++] = w->looks[i];
+			w->nlooks = kept;
 		}
 		w->looks[w->nlooks].lsn = sbx_lsn_of(probe->lsn);
 		w->looks[w->nlooks].at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
@@ -444,9 +470,12 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
 	}
 	else if (!behind && w->behind)
 	{
+		/*
+		 * The 10 minutes between two live_lag events hold across a catch-up,
+		 * so that a lag near the bound writes no pair at every look
+		 */
 		w->behind = false;
-		w->lag_event = 0;
-		if (has_state)
+		if (has_state && sbx_live_max_lag > 0)
 			sbx_log_event(r->name, "live_caught_up", SBX_WORKER_ACTOR,
 						  psprintf("the live snapshot of source \"%s\" is back within pgsandbox.live_max_lag: it holds every change up to %s",
 								   r->source, timestamptz_to_str(as_of)));
