@@ -95,6 +95,7 @@ extern int	sbx_lock_timeout;		/* ms */
 extern int	sbx_copy_lock_wait;		/* ms: a copy waits out its template's locks */
 extern int	sbx_live_catchup_timeout;	/* ms */
 extern int	sbx_live_max_lag;	/* s */
+extern int	sbx_live_look_interval;	/* ms */
 extern char *sbx_dump_compression;	/* pg_dump's --compress */
 extern int	sbx_clone_jobs;			/* jobs of a parallel dump and restore */
 extern int	sbx_parallel_min_size;	/* MB: a smaller source streams */

@@ -43,6 +43,7 @@ int			sbx_lock_timeout = 1000;
 int			sbx_copy_lock_wait = 30000;
 int			sbx_live_catchup_timeout = 5000;
 int			sbx_live_max_lag = 300;
+int			sbx_live_look_interval = 5000;
 char	   *sbx_dump_compression = NULL;
 int			sbx_clone_jobs = SBX_DEFAULT_CLONE_JOBS;
 int			sbx_parallel_min_size = SBX_DEFAULT_PARALLEL_MIN_SIZE;
@@ -293,6 +294,15 @@ sbx_define_copy_settings(void)
 							"A copy that waited this long holds what the apply had reached, and its data_as_of says so.",
 							&sbx_live_catchup_timeout,
 							5000, 0, 600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgsandbox.live_look_interval",
+							"How often the worker looks at each live source: how far its apply is, and whether it still works.",
+							"Each look is a connection to the source.  live_as_of moves in steps of it.",
+							&sbx_live_look_interval,
+							5000, 200, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -261,11 +261,11 @@ sbx_upkeep_step(void)
 	return more;
 }
 
-/* Live snapshots are looked after every 5 seconds (live.c). */
+/* Live snapshots are looked after every pgsandbox.live_look_interval (live.c). */
 static long
 sbx_live_interval(void)
 {
-	return sbx_catalog_current ? 5000L : -1L;
+	return sbx_catalog_current ? (long) sbx_live_look_interval : -1L;
 }
 
 /*

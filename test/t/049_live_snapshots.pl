@@ -38,6 +38,7 @@ my $node = sandbox_node('live',
 	  . "max_replication_slots = 10\n"
 	  . "max_wal_senders = 10\n"
 	  . "pgsandbox.max_sandboxes_per_owner = 50\n"
+	  . "pgsandbox.live_look_interval = '1s'\n"
 	  . "pgsandbox.copy_strategy = wal_log\n"
 	  . "pgsandbox.test_copy_pause = 4242\n"
 	  . "restart_after_crash = on\n");

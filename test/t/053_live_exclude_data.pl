@@ -44,6 +44,7 @@ use Test::More;
 
 my $node = sandbox_node('live_excl',
 	    "pgsandbox.max_sandboxes_per_owner = 50\n"
+	  . "pgsandbox.live_look_interval = '1s'\n"
 	  . "pgsandbox.copy_strategy = wal_log\n");
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }

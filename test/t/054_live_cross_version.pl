@@ -32,7 +32,7 @@ use SandboxTest;
 use Test::More;
 
 my %port = foreign_ports();
-my $node = sandbox_node('xlive', "pgsandbox.max_sandboxes_per_owner = 50\n");
+my $node = sandbox_node('xlive', "pgsandbox.max_sandboxes_per_owner = 50\npgsandbox.live_look_interval = '1s'\n");
 my $host_major = int($node->safe_psql('postgres', 'SHOW server_version_num') / 10000);
 my @older = grep { $_ < $host_major } sort { $a <=> $b } keys %port;
 if (!@older)

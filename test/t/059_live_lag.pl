@@ -36,6 +36,7 @@ my $node = sandbox_node('lag',
 	  . "max_replication_slots = 10\n"
 	  . "max_wal_senders = 10\n"
 	  . "pgsandbox.live_max_lag = 0\n"
+	  . "pgsandbox.live_look_interval = '1s'\n"
 	  . "pgsandbox.live_catchup_timeout = '30s'\n"
 	  . "pgsandbox.test_copy_pause = 4343\n");
 my $su = superuser_name();
