@@ -8,7 +8,8 @@
 #
 # It prints the system's directory: $PGSANDBOX_CACHE/system-<suite>
 # (bookworm for 15, trixie for 17, sid for 18, with trixie's 17 beside its
-# 18), a debootstrap "minbase"
+# 18), a debootstrap "minbase" (a copy of the one test/pg/provision.sh
+# kept of the suite, when it made a chroot of it: the same bare system)
 # with postgresql-<major> installed from the host apt's mirror (with the
 # suite's updates and security updates, for a stable one), whose
 # postgresql-common is told not to make a cluster (the test makes its own,
@@ -65,11 +66,18 @@ partial=$root.partial
 rm -rf "$partial" "$root"
 mkdir -p "$(dirname "$root")"
 log=$partial.log
-debootstrap --variant=minbase "$suite" "$partial" "$mirror" >"$log" 2>&1 || {
-	echo "$0: debootstrap failed, last lines of $log:" >&2
-	tail -n 30 "$log" >&2
-	exit 1
-}
+# the bare system test/pg/provision.sh kept of the same suite, if it made
+# one, saves a second debootstrap
+if [ -d "$PGSANDBOX_CACHE/minbase-$suite" ]; then
+	cp -a "$PGSANDBOX_CACHE/minbase-$suite" "$partial"
+	: >"$log"
+else
+	debootstrap --variant=minbase "$suite" "$partial" "$mirror" >"$log" 2>&1 || {
+		echo "$0: debootstrap failed, last lines of $log:" >&2
+		tail -n 30 "$log" >&2
+		exit 1
+	}
+fi
 echo "$sources" > "$partial/etc/apt/sources.list"
 printf '#!/bin/sh\nexit 101\n' > "$partial/usr/sbin/policy-rc.d"
 chmod 755 "$partial/usr/sbin/policy-rc.d"

@@ -104,6 +104,14 @@ debootstrap --variant=minbase "$suite" "$partial" "$mirror" >"$partial.log" 2>&1
 }
 rm -f "$partial.log"
 
+# The bare system, kept for packaging/debian-system.sh, whose plain systems
+# of the same suite start from a copy of it rather than from a second
+# debootstrap.
+minbase=$PGSANDBOX_CACHE/minbase-$suite
+rm -rf "$minbase" "$minbase.partial"
+cp -a "$partial" "$minbase.partial"
+mv "$minbase.partial" "$minbase"
+
 # No service may start inside the chroot.
 printf '#!/bin/sh\nexit 101\n' > "$partial/usr/sbin/policy-rc.d"
 chmod 755 "$partial/usr/sbin/policy-rc.d"
