@@ -801,13 +801,15 @@ CREATE VIEW pgsandbox.metrics AS
 		  FROM current_snapshot cs
 		  JOIN pgsandbox.sandbox s ON s.id OPERATOR(pg_catalog.=) cs.id
 	), sandbox_usage AS (
-		-- the sandboxes' sessions and temporary bytes, in one pass over the
-		-- statistics of their databases (0.14)
-		SELECT COALESCE(pg_catalog.sum(d.numbackends), 0) AS sessions,
-			   COALESCE(pg_catalog.sum(d.temp_bytes), 0) AS temp_bytes
+		-- the sandboxes' sessions and temporary bytes, in one pass, read
+		-- from the statistics of each one's database by its OID (0.14: a
+		-- join with pg_stat_database was planned as a scan of pg_database
+		-- for each sandbox)
+		SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_stat_get_db_numbackends(s.db_oid)), 0) AS sessions,
+			   COALESCE(pg_catalog.sum(pg_catalog.pg_stat_get_db_temp_bytes(s.db_oid)), 0) AS temp_bytes
 		  FROM pgsandbox.sandbox s
-		  JOIN pg_catalog.pg_stat_database d ON d.datid OPERATOR(pg_catalog.=) s.db_oid
 		 WHERE s.kind OPERATOR(pg_catalog.=) 'sandbox' AND s.status OPERATOR(pg_catalog.=) 'ready'
+		   AND s.db_oid IS NOT NULL
 	), kinds(kind) AS (
 		VALUES ('sandbox'), ('snapshot'), ('pool'), ('save')
 	), budget(scope, setting, used) AS (
