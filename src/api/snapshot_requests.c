@@ -24,6 +24,7 @@
 #include "sbx_schedule.h"
 #include "sbx_shmem.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(pgsandbox_snapshot);
@@ -178,13 +179,35 @@ pgsandbox_set_pool(PG_FUNCTION_ARGS)
 Datum
 pgsandbox_current_snapshots(PG_FUNCTION_ARGS)
 {
+	/*
+	 * The metrics view reads this at every scrape: its plan is kept for the
+	 * session, made again if the query changes (the catalog's version does,
+	 * by ALTER EXTENSION UPDATE); the plan cache remakes it when the tables
+	 * it reads change.
+	 */
+	static SPIPlanPtr plan = NULL;
+	static char *planned_query = NULL;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *query;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	if (SPI_execute(psprintf("WITH %s SELECT source, schema_only, id FROM current_snapshot",
-							 sbx_current_snapshots_cte()),
-					true, 0) != SPI_OK_SELECT)
+	query = psprintf("WITH %s SELECT source, schema_only, id FROM current_snapshot",
+					 sbx_current_snapshots_cte());
+	if (plan == NULL || strcmp(query, planned_query) != 0)
+	{
+		SPIPlanPtr	fresh = SPI_prepare(query, 0, NULL);
+
+		if (fresh == NULL || SPI_keepplan(fresh) != 0)
+			elog(ERROR, "could not plan the list of the current snapshots");
+		if (plan != NULL)
+			SPI_freeplan(plan);
+		if (planned_query != NULL)
+			pfree(planned_query);
+		plan = fresh;
+		planned_query = MemoryContextStrdup(TopMemoryContext, query);
+	}
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not list the current snapshots");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
