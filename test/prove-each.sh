@@ -54,6 +54,29 @@ trap 'rm -rf "$out"' EXIT
 export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-$(dirname "$logdir")/portlock}
 mkdir -p "$PG_TEST_PORT_DIR"
 
+# One data directory made by initdb for the whole run, which every node
+# copies rather than run initdb again (about a second of CPU for each of a
+# major's seventy-odd nodes, which CI pays three times): the test library
+# of 17 and later copies INITDB_TEMPLATE itself; for 15's, an initdb first
+# in PATH copies it when called as that library calls it (-D dir -A trust
+# -N, with nothing more) and runs the real one otherwise.  A node given
+# initdb options of its own gets a real initdb either way.
+if [ -z "${INITDB_TEMPLATE:-}" ] && real_initdb=$(command -v initdb) &&
+	"$real_initdb" -D "$out/initdb-template" -A trust -N >"$out/initdb-template.log" 2>&1; then
+	export INITDB_TEMPLATE=$out/initdb-template
+	mkdir "$out/bin"
+	cat >"$out/bin/initdb" <<EOF
+#!/bin/sh
+# test/prove-each.sh: the run's initdb template, copied
+if [ \$# = 5 ] && [ "\$1" = -D ] && [ "\$3" = -A ] && [ "\$4" = trust ] && [ "\$5" = -N ] && [ ! -e "\$2" ]; then
+	exec cp -RPp "$INITDB_TEMPLATE" "\$2"
+fi
+exec "$real_initdb" "\$@"
+EOF
+	chmod 755 "$out/bin/initdb"
+	export PATH="$out/bin:$PATH"
+fi
+
 # longest first: the known durations, unknown files before all of them
 declare -A known=()
 if [ -r "$here/tap-durations" ]; then
