@@ -91,6 +91,14 @@ for n in $(echo "$COUNTS" | tr ' ' '\n' | sort -n); do
 	for _ in $(seq 1 $((n - live))); do args+=(-c "SELECT name FROM pgsandbox.clone('small')"); done
 	[ ${#args[@]} = 0 ] || as_pg psql -X -q -A -t -v ON_ERROR_STOP=1 "${args[@]}" >/dev/null
 	live=$(q "SELECT count(*) FROM pgsandbox.sandbox WHERE kind = 'sandbox' AND status = 'ready'")
+	# the view is timed, not the worker's first measures of the new
+	# sandboxes nor a catalog autovacuum has not analyzed yet
+	for _ in $(seq 1 300); do
+		[ "$(q "SELECT count(*) FROM pgsandbox.sandbox WHERE status = 'ready' AND size_measured_at IS NULL")" = 0 ] && break
+		sleep 1
+	done
+	q "VACUUM ANALYZE pgsandbox.sandbox" >/dev/null
+	q "CHECKPOINT" >/dev/null
 	: >"$tmp/now"
 	: >"$tmp/old"
 	for _ in $(seq 1 $((SCRAPES / 10))); do
