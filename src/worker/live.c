@@ -340,6 +340,49 @@ sbx_live_state(const SbxLiveRow *r, bool reached)
 }
 
 /*
+ * Keep watch w's looks: those older than the newest one the apply has
+ * passed (up to 'applied', if known) tell nothing more and go; a look that
+ * reached the source ('probe', NULL if none did) is added.  Full of looks
+ * the apply has not passed (it is SBX_LIVE_LOOKS looks behind), every
+ * other one goes first, the oldest kept, so that the looks span the whole
+ * lag, more thinly, and the apply passes one again.
+ */
+static void
+sbx_live_keep_looks(SbxLiveWatch *w, XLogRecPtr applied, const SbxLiveProbe *probe)
+{
+	if (!XLogRecPtrIsInvalid(applied))
+	{
+		int			newest_passed = -1;
+
+		for (int i = 0; i < w->nlooks; i++)
+			if (w->looks[i].lsn <= applied)
+				newest_passed = i;
+		if (newest_passed > 0)
+		{
+			memmove(&w->looks[0], &w->looks[newest_passed],
+					sizeof(SbxLiveLook) * (w->nlooks - newest_passed));
+			w->nlooks -= newest_passed;
+		}
+	}
+	if (probe == NULL)
+		return;
+	if (w->nlooks == SBX_LIVE_LOOKS)
+	{
+		int			kept = 1;
+
+		for (int i = 2; i < w->nlooks; i += 2)
+			w->looks[kept++] = w->looks[i];
+		w->nlooks = kept;
+	}
+	w->looks[w->nlooks].lsn = sbx_lsn_of(probe->lsn);
+	w->looks[w->nlooks].at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+																	 CStringGetDatum(probe->now),
+																	 ObjectIdGetDatum(InvalidOid),
+																	 Int32GetDatum(-1)));
+	w->nlooks++;
+}
+
+/*
  * In a worker transaction: record how far live snapshot r is behind its
  * source, from what is known.  A look that reached the source adds its WAL
  * position and time to the watch's looks.  Every change the source made
@@ -371,43 +414,7 @@ sbx_live_measure(const SbxLiveRow *r, const SbxLiveProbe *probe, bool reached)
 	TimestampTz now = GetCurrentTimestamp();
 	bool		behind;
 
-	/* looks older than the newest one passed tell nothing more */
-	if (!XLogRecPtrIsInvalid(applied))
-	{
-		int			newest_passed = -1;
-
-		for (int i = 0; i < w->nlooks; i++)
-			if (w->looks[i].lsn <= applied)
-				newest_passed = i;
-		if (newest_passed > 0)
-		{
-			memmove(&w->looks[0], &w->looks[newest_passed],
-					sizeof(SbxLiveLook) * (w->nlooks - newest_passed));
-			w->nlooks -= newest_passed;
-		}
-	}
-	if (reached)
-	{
-		/*
-		 * Full of looks the apply has not passed (it is more than 16 looks
-		 * behind): every other one goes, the oldest kept, so that the looks
-		 * span the whole lag, more thinly, and the apply passes one again
-		 */
-		if (w->nlooks == SBX_LIVE_LOOKS)
-		{
-			int			kept = 1;
-
-			for (int i = 2; i < w->nlooks; i += 2)
-				w->looks[kept++] = w->looks[i];
-			w->nlooks = kept;
-		}
-		w->looks[w->nlooks].lsn = sbx_lsn_of(probe->lsn);
-		w->looks[w->nlooks].at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-																		 CStringGetDatum(probe->now),
-																		 ObjectIdGetDatum(InvalidOid),
-																		 Int32GetDatum(-1)));
-		w->nlooks++;
-	}
+	sbx_live_keep_looks(w, applied, reached ? probe : NULL);
 	if (!XLogRecPtrIsInvalid(applied))
 	{
 		for (int i = w->nlooks - 1; i >= 0; i--)
